@@ -1,0 +1,63 @@
+"""Build every agent of a config: tiny ones from configs (+ cached warm start), real ones from the hub/disk."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict
+from pathlib import Path
+
+import torch
+from transformers import PreTrainedModel, PreTrainedTokenizerBase
+
+from hacrl_exp.agents.agent import Agent, build_agent, load_pretrained
+from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
+from hacrl_exp.agents.warmstart import warm_start_cached
+from hacrl_exp.config.schema import AgentConfig, Config
+
+BPE_CORPUS_SIZE = 2000
+WARM_START_EXAMPLES = 6000
+
+
+def cache_dir(config: Config) -> Path:
+    """trainer.cache_dir, else $HACRL_CACHE_DIR, else ~/.cache/hacrl_exp."""
+    default = os.environ.get("HACRL_CACHE_DIR") or Path.home() / ".cache" / "hacrl_exp"
+    return Path(config.trainer.cache_dir or default)
+
+
+def tiny_model(name: str, cfg: AgentConfig, task, config: Config, index: int):
+    """A tiny agent's (model, tokenizer): built from config, then warm-started (cached by config hash)."""
+    seed = config.seed * 1000 + index
+
+    def build() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+        corpus = task.sample_texts(BPE_CORPUS_SIZE, seed=seed) if cfg.tokenizer.kind == "bpe" else None
+        tokenizer = build_tokenizer(cfg.tokenizer.kind, task.alphabet, corpus, cfg.tokenizer.vocab_size,
+                                    model_max_length=cfg.model.max_positions)
+        model = build_tiny_model(cfg.model.arch, tokenizer, cfg.model.hidden_size, cfg.model.num_layers,
+                                 cfg.model.num_heads, max_positions=cfg.model.max_positions, seed=seed)
+        return model, tokenizer
+
+    if cfg.warm_start.steps == 0:
+        return build()
+    key = {"model": asdict(cfg.model), "tokenizer": asdict(cfg.tokenizer), "task": {"name": config.task.name, "tiers": list(config.task.tiers),
+                                                                   "scratchpad": config.task.scratchpad},
+           "examples": WARM_START_EXAMPLES, "init_seed": seed}
+    result = warm_start_cached(
+        build, lambda: task.supervised_examples(WARM_START_EXAMPLES, seed=seed), cache_dir(config), key,
+        cfg.warm_start.steps, cfg.warm_start.batch_size, cfg.warm_start.lr, seed, progress=config.trainer.progress,
+    )
+    return result.model, result.tokenizer
+
+
+def make_agents(config: Config, task, device: torch.device) -> list[Agent]:
+    """Agents in declared order, each with its model, tokenizer, optimizer, engine and (if KL) reference."""
+    agents = []
+    for index, (name, cfg) in enumerate(config.agents.members.items()):
+        if cfg.model.source == "pretrained":
+            model, tokenizer = load_pretrained(name, cfg)
+        else:
+            model, tokenizer = tiny_model(name, cfg, task, config, index)
+        agents.append(build_agent(
+            name, cfg, model, tokenizer, device=device, kl_coef=config.algorithm.kl_coef,
+            max_prompt_tokens=config.task.max_prompt_tokens, max_batch_size=config.rollout.max_batch_size,
+        ))
+    return agents

@@ -1,0 +1,163 @@
+"""Per-sample objectives and mini-batch policy losses (hacpo-spec §2.4, §2.5, §3.1, §3.3; TV-1, TV-5).
+
+J is the objective to maximise; every loss here is ℒ = −mean J (+ KL). Sequence-level objectives take
+s = exp(log s) per sequence (B,) from `ratios.sequence_log_ratio`; the gradient reaches the learner's
+tokens through m_k, as ∂ℒ/∂ℓ_t = (1/|y|_k)·∂ℒ/∂m_k (spec §2.5).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hacrl_exp.algo._checks import check_nonnegative, check_per_sample, check_same_shape
+from hacrl_exp.algo.ratios import clip_inclusive, inside_window
+
+GSPO_EPS_LOW, GSPO_EPS_HIGH = 3e-4, 4e-4
+GRPO_EPS_LOW, GRPO_EPS_HIGH, GRPO_DUAL_CLIP = 0.2, 0.28, 3.0
+
+
+def ppo_clip_objective(ratio: torch.Tensor, advantages: torch.Tensor, eps_low: float, eps_high: float) -> torch.Tensor:
+    """PPO pessimistic objective J = min(r·A, clip(r, 1 − ε_low, 1 + ε_high)·A), elementwise.
+
+    Bounds count as inside (spec §9.9): on a bound, and on ties of the min, gradient flows.
+    """
+    check_same_shape(ratio=ratio, advantages=advantages)
+    check_nonnegative("eps_low", eps_low)
+    check_nonnegative("eps_high", eps_high)
+    unclipped = ratio * advantages
+    clipped = clip_inclusive(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantages
+    return torch.where(unclipped <= clipped, unclipped, clipped)
+
+
+def gspo_objective(
+    s: torch.Tensor, advantages: torch.Tensor, eps_low: float = GSPO_EPS_LOW, eps_high: float = GSPO_EPS_HIGH
+) -> torch.Tensor:
+    """GSPO / HACPO self-sample objective (spec §2.4, §3.1; TV-1 rows 1–4, TV-5).
+
+        J_self = min( s·A, clip(s, 1 − ε_low, 1 + ε_high)·A ),   ε_low = 3e-4, ε_high = 4e-4
+
+    s, advantages (B,) per sequence.
+    """
+    return ppo_clip_objective(s, advantages, eps_low, eps_high)
+
+
+def cross_objective(
+    s: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_weight: torch.Tensor | float,
+    alpha: torch.Tensor | float,
+    lower_bound: float,
+    *,
+    clip: bool = True,
+    is_factor_on_raw_ratio: bool = False,
+) -> torch.Tensor:
+    """HACPO cross-sample objective (spec §2.3–2.5, paper eqs. 10–12; TV-1 rows 5–8).
+
+        c       = clip(s, L_u, 1)                     one-sided window, no PPO min
+        J_cross = c · sg[c]^α · ρ(j→k) · A            ∂J/∂m = s^(α+1)·ρ·A inside [L_u, 1], else 0
+
+    loss_weight ρ(j→k) and alpha α: scalars or (B,) per sample (α is set per source).
+    is_factor_on_raw_ratio: the paper-literal sg[s]^α (eq. 50) instead of the code's sg[c]^α;
+    same gradient, different loss value outside the window (spec §9.2, TV-1 C).
+    clip=False is the "no Clip" ablation (spec §2.4): J = s · sg[s]^α · ρ · A with raw s.
+    """
+    check_same_shape(s=s, advantages=advantages)
+    check_per_sample("loss_weight", loss_weight, s)
+    check_per_sample("alpha", alpha, s)
+    if bool((torch.as_tensor(alpha) < 0).any()):
+        raise ValueError(f"alpha={alpha!r} must be >= 0")
+    if clip:
+        ratio = clip_inclusive(s, lower_bound, 1.0)
+        factor_base = s if is_factor_on_raw_ratio else ratio
+    else:
+        ratio = factor_base = s
+    return ratio * factor_base.detach().pow(alpha) * loss_weight * advantages
+
+
+def grpo_token_objective(
+    log_ratio: torch.Tensor,
+    advantages: torch.Tensor,
+    eps_low: float = GRPO_EPS_LOW,
+    eps_high: float = GRPO_EPS_HIGH,
+    dual_clip: float | None = GRPO_DUAL_CLIP,
+) -> torch.Tensor:
+    """Token-level GRPO objective with DAPO's clip-higher and verl's dual clip (spec §3.3).
+
+        r_t = exp(ℓ_t − ℓ_old,t);  J_t = min(r_t·A, clip(r_t, 1 − ε_low, 1 + ε_high)·A)
+        if A < 0: J_t = max(J_t, c·A)            (dual clip, c = 3; None disables it)
+
+    log_ratio (B, T) per token (gradient flows into ℓ_t); advantages (B,) broadcast over tokens.
+    """
+    if advantages.dim() != 1 or log_ratio.dim() != 2 or advantages.shape[0] != log_ratio.shape[0]:
+        raise ValueError(
+            f"advantages{list(advantages.shape)} must be (B,) for log_ratio{list(log_ratio.shape)} of shape (B, T)"
+        )
+    adv = advantages.unsqueeze(-1).expand_as(log_ratio)
+    objective = ppo_clip_objective(log_ratio.exp(), adv, eps_low, eps_high)
+    if dual_clip is None:
+        return objective
+    if dual_clip <= 1.0:
+        raise ValueError(f"dual_clip={dual_clip!r} must be > 1")
+    return torch.where(adv < 0, torch.maximum(objective, dual_clip * adv), objective)
+
+
+def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
+    """verl's low_var_kl per token (spec §1.7, TV-6): d = clamp(ℓ_ref − ℓ, ±20), kl = clamp(e^d − d − 1, ±10)."""
+    check_same_shape(logp=logp, ref_logp=ref_logp)
+    d = (ref_logp.detach() - logp).clamp(-20.0, 20.0)
+    return (d.exp() - d - 1.0).clamp(-10.0, 10.0)
+
+
+def seq_mean_token_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(1/B) Σ_b [Σ_t v·mask / Σ_t mask]: every sequence counts once (verl `seq-mean-token-mean`)."""
+    check_same_shape(values=values, mask=mask)
+    mask = mask.to(values.dtype)
+    if values.shape[0] == 0:
+        return values.sum()
+    return ((values * mask).sum(-1) / mask.sum(-1).clamp_min(1.0)).mean()
+
+
+def token_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Σ v·mask / Σ mask over the whole mini-batch: every token counts once (verl `token-mean`)."""
+    check_same_shape(values=values, mask=mask)
+    mask = mask.to(values.dtype)
+    return (values * mask).sum() / mask.sum().clamp_min(1.0)
+
+
+def sequence_policy_loss(
+    s: torch.Tensor,
+    advantages: torch.Tensor,
+    is_self: torch.Tensor,
+    loss_weight: torch.Tensor | float = 1.0,
+    alpha: torch.Tensor | float = 0.0,
+    lower_bound: float = 0.8,
+    *,
+    hacpo_cross: bool = True,
+    clip: bool = True,
+    is_factor_on_raw_ratio: bool = False,
+    eps_low: float = GSPO_EPS_LOW,
+    eps_high: float = GSPO_EPS_HIGH,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Policy loss of one mini-batch M at update u (spec §2.5): ℒ = −(1/|M|) Σ_{y∈M} J(y).
+
+    Self samples use `gspo_objective`. Cross samples use `cross_objective` when hacpo_cross is true
+    (HACPO), otherwise `gspo_objective` too (Naive, spec §2.6). loss_weight/alpha may be (B,) tensors
+    (their values on self rows are ignored). Returns (loss scalar, J per sample (B,)).
+    """
+    check_same_shape(s=s, advantages=advantages, is_self=is_self)
+    own = gspo_objective(s, advantages, eps_low, eps_high)
+    if hacpo_cross:
+        cross = cross_objective(
+            s, advantages, loss_weight, alpha, lower_bound, clip=clip, is_factor_on_raw_ratio=is_factor_on_raw_ratio
+        )
+    else:
+        cross = own
+    objective = torch.where(is_self, own, cross)
+    return -objective.mean(), objective
+
+
+def cross_window_share(s: torch.Tensor, lower_bound: float) -> torch.Tensor:
+    """Fraction of cross ratios inside [L_u, 1], i.e. the share that receives gradient (diagnostic)."""
+    if s.numel() == 0:
+        return s.new_zeros(())
+    return inside_window(s, lower_bound, 1.0).to(s.dtype).mean()

@@ -1,0 +1,85 @@
+"""Compose and validate the command line's overrides before Hydra runs the job(s).
+
+Hydra's own errors are multi-line and exit with 1; preflight turns a missing group option, an unknown
+key or a bad value into one `ConfigError` line (exit code 2). Sweeps are checked at their first value;
+every job validates its own config again when it starts.
+"""
+
+from __future__ import annotations
+
+import difflib
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.core.global_hydra import GlobalHydra
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.errors import HydraException, MissingConfigException
+from omegaconf import DictConfig
+from omegaconf.errors import OmegaConfBaseException
+
+from hacrl_exp.config.schema import Config
+from hacrl_exp.config.validate import describe, validate
+from hacrl_exp.errors import ConfigError
+
+CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
+ConfigStore.instance().store(name="config_schema", node=Config)
+
+
+def first_choices(overrides: list[str]) -> list[str]:
+    """Each override with a sweep (a,b,c / range / glob) replaced by its first value; hydra.* dropped."""
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except HydraException as exc:
+        raise ConfigError(f"cannot parse the overrides: {str(exc).splitlines()[0]}") from None
+    out = []
+    for override in parsed:
+        key = override.get_key_element()
+        if key.lstrip("+~").startswith("hydra"):
+            continue
+        if override.is_sweep_override():
+            out.append(f"{key}={next(iter(override.sweep_string_iterator()))}")
+        else:
+            out.append(override.input_line)
+    return out
+
+
+def group_options(group: str) -> list[str]:
+    folder = CONFIG_DIR / group
+    return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
+
+
+def compose_config(overrides: list[str], config_name: str = "config") -> DictConfig:
+    """The composed config for these overrides, with Hydra's errors turned into one-line ConfigErrors."""
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            return compose(config_name=config_name, overrides=overrides)
+    except MissingConfigException as exc:
+        raise ConfigError(_missing_option(overrides, exc)) from None
+    except HydraException as exc:
+        cause = exc.__cause__
+        raise ConfigError(describe(cause) if isinstance(cause, OmegaConfBaseException) else _first_line(exc)) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def preflight(overrides: list[str], config_name: str = "config") -> Config:
+    """Compose (first sweep values) and validate; raises ConfigError on any bad key, group or value."""
+    return validate(compose_config(first_choices(overrides), config_name))
+
+
+def _missing_option(overrides: list[str], exc: Exception) -> str:
+    for item in overrides:
+        key, _, value = item.lstrip("+~").partition("=")
+        options = group_options(key)
+        if options and value not in options:
+            close = difflib.get_close_matches(value, options, n=1)
+            hint = f" Did you mean {key}={close[0]}?" if close else ""
+            return f"{key}={value} is not a known {key} preset; choose one of {options}.{hint}"
+    return _first_line(exc)
+
+
+def _first_line(exc: Exception) -> str:
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    return " ".join(lines[:2]) if lines else type(exc).__name__

@@ -1,0 +1,217 @@
+"""Typed schema of every config group (conf/<group>/*.yaml mirrors these dataclasses).
+
+Each field has a one-line docstring; numeric fields carry their allowed range in `metadata`, which
+`hacrl_exp.config.validate` checks right after Hydra composes the config.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+
+def rng(low: float | None = None, high: float | None = None, *, high_open: bool = False, low_open: bool = False):
+    """Field metadata: the inclusive (or open) range a numeric value must lie in."""
+    return {"range": (low, high, low_open, high_open)}
+
+
+@dataclass
+class ModelConfig:
+    source: str = "tiny"
+    """'tiny': built from a transformers config (no download); 'pretrained': a hub id or local path."""
+    path: Optional[str] = None
+    """Hub id or local directory of a pretrained model (source=pretrained)."""
+    arch: str = "opt"
+    """Tiny architecture: opt | gpt2 | llama."""
+    hidden_size: int = field(default=64, metadata=rng(8, 65536))
+    num_layers: int = field(default=2, metadata=rng(1, 256))
+    num_heads: int = field(default=4, metadata=rng(1, 256))
+    max_positions: int = field(default=128, metadata=rng(16, 1 << 20))
+    dtype: str = "float32"
+    """float32 | bfloat16 | float16."""
+    trust_remote_code: bool = False
+    """Run code shipped with a hub model. Off unless you trust the repository."""
+
+
+@dataclass
+class TokenizerConfig:
+    kind: str = "char"
+    """'char' or 'bpe' (built locally with `tokenizers`), or 'pretrained' (from model.path or tokenizer.path)."""
+    vocab_size: int = field(default=96, metadata=rng(8, 1 << 20))
+    """BPE vocabulary size."""
+    path: Optional[str] = None
+    """Tokenizer directory or hub id, when it differs from the model's."""
+
+
+@dataclass
+class WarmStartConfig:
+    steps: int = field(default=0, metadata=rng(0, 1_000_000))
+    """Supervised steps on the task before RL (tiny agents); 0 skips. Cached by config hash."""
+    batch_size: int = field(default=64, metadata=rng(1, 100_000))
+    lr: float = field(default=3e-3, metadata=rng(0, 1, low_open=True))
+
+
+@dataclass
+class AgentConfig:
+    model: ModelConfig = field(default_factory=ModelConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    warm_start: WarmStartConfig = field(default_factory=WarmStartConfig)
+    lr: float = field(default=1e-4, metadata=rng(0, 1, low_open=True))
+    """AdamW learning rate of this agent's RL updates."""
+    weight_decay: float = field(default=0.01, metadata=rng(0, 1))
+    frozen: bool = False
+    """A frozen agent shares rollouts but never learns."""
+    learns_from: Optional[List[str]] = None
+    """Sources of this learner, used when agents.topology=custom."""
+    alpha_from: Dict[str, float] = field(default_factory=dict)
+    """α per incoming edge, e.g. {other_agent: 3.0}; others use algorithm.alpha."""
+    chat_template: bool = True
+    """Render prompts with the tokenizer's chat template when it has one (enable_thinking=False)."""
+
+
+@dataclass
+class AgentsConfig:
+    topology: str = "all_to_all"
+    """all_to_all | star | ring | none | custom (see hacrl_exp.graph)."""
+    hub: Optional[str] = None
+    """Hub of the star topology (default: the first agent)."""
+    members: Dict[str, AgentConfig] = field(default_factory=dict)
+    """Agents by name, in declared order (which orders the cross blocks, spec §1.6)."""
+
+
+@dataclass
+class AlgorithmConfig:
+    name: str = "hacpo"
+    """hacpo | naive | gspo | gspo_x2 | grpo (hacrl_exp.algo.ALGORITHMS)."""
+    alpha: float = field(default=1.0, metadata=rng(0, 100))
+    """Exponential-IS α on every edge without its own (spec §2.3)."""
+    delta: float = field(default=0.2, metadata=rng(0, 1, high_open=True))
+    """Cross lower bound L_0 = 1 − δ (spec §2.4). Table 5's "δ" column is 1 − δ."""
+    delta_step: float = field(default=0.025, metadata=rng(0, 1))
+    """Stepwise increment of the lower bound per optimizer update."""
+    restart_u_per_source: bool = False
+    """Our extension for N > 2: restart u at each source block (paper: one global count)."""
+    self_clip_low: float = field(default=3e-4, metadata=rng(0, 1))
+    self_clip_high: float = field(default=4e-4, metadata=rng(0, 10))
+    adv_eps: float = field(default=1e-6, metadata=rng(0, 1))
+    """ε in (r − μ)/(σ + ε): 1e-6 as verl; 1e-4 to match TRL."""
+    kl_coef: float = field(default=0.0, metadata=rng(0, 10))
+    """β of the k3 KL on self samples against the initial model (code-only, 0.001 in the paper's script)."""
+    kl_aggregation: str = "seq_mean_token_mean"
+    """seq_mean_token_mean (C1) | token_mean (C0)."""
+    is_factor_on_raw_ratio: bool = False
+    """Paper-literal sg[s]^α instead of the code's sg[clip(s)]^α (same gradient, spec §9.2)."""
+    log_ratio_clamp: float = field(default=10.0, metadata=rng(0, 100, low_open=True))
+    """|log s| clamp (C1 clamps both sides at 10)."""
+    capability_window: int = field(default=5, metadata=rng(1, 10_000))
+    """K of the capability moving window (spec §2.2)."""
+    capability_warmup: int = field(default=0, metadata=rng(0, 1_000_000))
+    """Steps with ω forced to 1."""
+    capability_scope: str = "batch"
+    """batch (paper) | category (our extension: one capability per task category)."""
+    grpo_clip_low: float = field(default=0.2, metadata=rng(0, 1))
+    grpo_clip_high: float = field(default=0.28, metadata=rng(0, 10))
+
+
+@dataclass
+class MechanismsConfig:
+    capability_advantage: bool = True
+    """§2.1: ω-weighted joint baseline; off = unweighted joint mean ("HACPO − Adv")."""
+    omega: bool = True
+    """§2.2: ρ(j→k) multiplies cross samples in the loss; off = weight 1 ("HACPO − ω")."""
+    exponential_is: bool = True
+    """§2.3: the sg[c]^α factor; off = α 0."""
+    stepwise: bool = True
+    """§2.4: the lower bound rises per update; off = static [1 − δ, 1]."""
+    clip: bool = True
+    """Cross clipping at all; off = the "no Clip" ablation."""
+
+
+@dataclass
+class TaskConfig:
+    name: str = "arithmetic"
+    """arithmetic (embedded, no download) | math (JSONL or HF dataset)."""
+    seed: int = 0
+    tiers: List[str] = field(default_factory=lambda: ["add3", "add4", "mul31", "mul41"])
+    """arithmetic: difficulty tiers (add2 add3 add4 mul21 mul31 mul41)."""
+    scratchpad: bool = True
+    """arithmetic: worked column chains then the answer; false = bare answers."""
+    eval_per_tier: int = field(default=100, metadata=rng(1, 1_000_000))
+    data_dir: Optional[str] = None
+    """math: folder of the JSONL files; default the HACRL_DATA_DIR environment variable."""
+    train_file: str = "math_train.jsonl"
+    eval_file: str = "math500.jsonl"
+    hf_train: Optional[str] = "DigitalLearningGmbH/MATH-lighteval"
+    """math: HF dataset used when no local file is found."""
+    eval_limit: Optional[int] = None
+    grader_timeout_s: float = field(default=5.0, metadata=rng(0.1, 600))
+    grader_workers: int = field(default=1, metadata=rng(1, 64))
+    skip_bad_rows: bool = False
+    max_prompt_tokens: int = field(default=1024, metadata=rng(8, 1 << 20))
+
+
+@dataclass
+class RolloutConfig:
+    backend: str = "hf"
+    """hf (transformers generate). vLLM comes behind the same interface."""
+    temperature: float = field(default=1.0, metadata=rng(0, 10))
+    top_p: float = field(default=1.0, metadata=rng(0, 1, low_open=True))
+    max_new_tokens: int = field(default=48, metadata=rng(1, 1 << 20))
+    max_batch_size: int = field(default=256, metadata=rng(1, 1 << 20))
+
+
+@dataclass
+class TrainerConfig:
+    steps: int = field(default=100, metadata=rng(1, 10_000_000))
+    prompts_per_step: int = field(default=16, metadata=rng(1, 1_000_000))
+    group_size: int = field(default=8, metadata=rng(2, 100_000))
+    """G: responses per prompt per agent (GSPO×2 doubles it)."""
+    minibatches_per_block: int = field(default=2, metadata=rng(1, 100_000))
+    """Optimizer updates per block of prompts·G rows: a learner with N blocks makes N× that many (spec §1.6)."""
+    micro_batch_size: int = field(default=64, metadata=rng(1, 1_000_000))
+    max_grad_norm: float = field(default=1.0, metadata=rng(0, 1e6, low_open=True))
+    eval_every: int = field(default=25, metadata=rng(0, 10_000_000))
+    """Greedy held-out evaluation every N steps (and at start and end); 0 = only at start and end."""
+    eval_limit: Optional[int] = None
+    checkpoint_every: int = field(default=0, metadata=rng(0, 10_000_000))
+    """Checkpoint every N steps (and at the end); 0 = only at the end."""
+    keep_checkpoints: int = field(default=2, metadata=rng(1, 10_000))
+    resume: Optional[str] = None
+    """A run's output folder (or its checkpoints folder) to resume from."""
+    stop_after: Optional[int] = None
+    """Stop after this step, as if interrupted (resume tests)."""
+    output_dir: Optional[str] = None
+    """Default: Hydra's job output folder."""
+    cache_dir: Optional[str] = None
+    """Warm-start cache; default $HACRL_CACHE_DIR or ~/.cache/hacrl_exp."""
+    device: str = "auto"
+    threads: Optional[int] = None
+    """torch threads (default: torch's choice)."""
+    progress: bool = True
+    save_final_models: bool = True
+
+
+@dataclass
+class TrackingConfig:
+    backend: str = "mlflow"
+    """mlflow | none."""
+    uri: Optional[str] = None
+    """Tracking URI; default $MLFLOW_TRACKING_URI, else sqlite:///<launch dir>/mlflow.db."""
+    experiment: str = "hacrl"
+    run_name: Optional[str] = None
+    flush_every: int = field(default=10, metadata=rng(1, 1_000_000))
+    log_models: bool = True
+
+
+@dataclass
+class Config:
+    seed: int = 0
+    agents: AgentsConfig = field(default_factory=AgentsConfig)
+    algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
+    mechanisms: MechanismsConfig = field(default_factory=MechanismsConfig)
+    task: TaskConfig = field(default_factory=TaskConfig)
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    trainer: TrainerConfig = field(default_factory=TrainerConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    extra: Dict[str, Any] = field(default_factory=dict)
+    """Free-form notes and tags; logged, never read."""

@@ -1,0 +1,177 @@
+"""Validate a composed config against the schema, before any model loads. Errors are `ConfigError`s."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import typing
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+from hacrl_exp.algo import ALGORITHMS
+from hacrl_exp.config.schema import Config
+from hacrl_exp.errors import ConfigError
+from hacrl_exp.graph import TOPOLOGIES, build_graph
+
+CHOICES = {
+    "model.source": ("tiny", "pretrained"),
+    "model.arch": ("opt", "gpt2", "llama"),
+    "model.dtype": ("float32", "bfloat16", "float16"),
+    "tokenizer.kind": ("char", "bpe", "pretrained"),
+    "agents.topology": TOPOLOGIES,
+    "algorithm.name": tuple(ALGORITHMS),
+    "algorithm.kl_aggregation": ("seq_mean_token_mean", "token_mean"),
+    "algorithm.capability_scope": ("batch", "category"),
+    "task.name": ("arithmetic", "math"),
+    "rollout.backend": ("hf",),
+    "tracking.backend": ("mlflow", "none"),
+}
+ARITHMETIC_TIERS = ("add2", "add3", "add4", "mul21", "mul31", "mul41")
+
+
+def validate(cfg: DictConfig | dict) -> Config:
+    """Typed, range-checked Config from a composed Hydra config (the `hydra` node is ignored)."""
+    raw = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    raw.pop("hydra", None)
+    try:
+        merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
+        config: Config = OmegaConf.to_object(merged)
+    except OmegaConfBaseException as exc:
+        raise ConfigError(describe(exc)) from None
+    _check_ranges(config, "")
+    _check_choices(config)
+    _check_semantics(config)
+    return config
+
+
+def describe(exc: OmegaConfBaseException) -> str:
+    """One line naming the key: unknown keys get a did-you-mean from the schema."""
+    key = getattr(exc, "full_key", "") or ""
+    if isinstance(exc, (ConfigKeyError, ConfigAttributeError)) and key:
+        parent, _, leaf = key.rpartition(".")
+        options = _fields_at(parent)
+        close = difflib.get_close_matches(leaf, options, n=1)
+        hint = f" Did you mean {parent + '.' if parent else ''}{close[0]}?" if close else ""
+        return f"{key} is not a config key.{hint} Known keys here: {sorted(options)}"
+    message = str(exc).splitlines()[0]
+    return f"{key}: {message}" if key else message
+
+
+def _fields_at(path: str) -> list[str]:
+    """Field names of the schema node at a dotted path (a Dict[str, Dataclass] consumes its key)."""
+    node: Any = Config
+    parts = [p for p in path.split(".") if p]
+    i = 0
+    while i < len(parts):
+        hint = typing.get_type_hints(node).get(parts[i]) if dataclasses.is_dataclass(node) else None
+        if hint is None:
+            return []
+        is_dict = typing.get_origin(hint) is dict
+        node = typing.get_args(hint)[1] if is_dict else hint
+        i += 2 if is_dict else 1
+    return [f.name for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else []
+
+
+def _check_ranges(node: Any, prefix: str) -> None:
+    if isinstance(node, dict):
+        for name, value in node.items():
+            _check_ranges(value, f"{prefix}.{name}")
+        return
+    if not dataclasses.is_dataclass(node):
+        return
+    for f in dataclasses.fields(node):
+        value, key = getattr(node, f.name), f"{prefix}.{f.name}".lstrip(".")
+        if "range" in f.metadata and value is not None:
+            low, high, low_open, high_open = f.metadata["range"]
+            bad = (low is not None and (value <= low if low_open else value < low)) or (
+                high is not None and (value >= high if high_open else value > high)
+            )
+            if bad:
+                lo = "(" if low_open else "["
+                hi = ")" if high_open else "]"
+                raise ConfigError(f"{key}={value!r} is out of range; allowed {lo}{low}, {high}{hi}")
+        _check_ranges(value, key)
+
+
+def _check_choices(config: Config) -> None:
+    def check(key: str, value: str, allowed: tuple[str, ...]) -> None:
+        if value not in allowed:
+            close = difflib.get_close_matches(str(value), allowed, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise ConfigError(f"{key}={value!r} is not one of {list(allowed)}.{hint}")
+
+    for name, agent in config.agents.members.items():
+        check(f"agents.members.{name}.model.source", agent.model.source, CHOICES["model.source"])
+        check(f"agents.members.{name}.model.arch", agent.model.arch, CHOICES["model.arch"])
+        check(f"agents.members.{name}.model.dtype", agent.model.dtype, CHOICES["model.dtype"])
+        check(f"agents.members.{name}.tokenizer.kind", agent.tokenizer.kind, CHOICES["tokenizer.kind"])
+    for key in ("agents.topology", "algorithm.name", "algorithm.kl_aggregation", "algorithm.capability_scope",
+                "task.name", "rollout.backend", "tracking.backend"):
+        group, leaf = key.split(".")
+        check(key, getattr(getattr(config, group), leaf), CHOICES[key])
+    if config.task.name == "arithmetic":
+        for tier in config.task.tiers:
+            check("task.tiers", tier, ARITHMETIC_TIERS)
+
+
+def looks_like_local_path(path: str) -> bool:
+    """A hub id is 'org/name' or 'name'; anything absolute, relative-dotted or deeper is a filesystem path."""
+    return path.startswith(("/", ".", "~")) or path.count("/") > 1 or os.sep != "/" and os.sep in path
+
+
+def _check_semantics(config: Config) -> None:
+    members = config.agents.members
+    if not members:
+        raise ConfigError("agents.members is empty; pick a preset such as agents=pair or define agents.members.<name>")
+    algorithm = ALGORITHMS[config.algorithm.name]
+    try:
+        graph = build_graph(
+            list(members),
+            config.agents.topology,
+            {n: a.frozen for n, a in members.items()},
+            config.algorithm.alpha,
+            {n: a.alpha_from for n, a in members.items()},
+            {n: a.learns_from for n, a in members.items()},
+            config.agents.hub,
+        )
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if not graph.learners:
+        raise ConfigError("every agent is frozen (agents.members.<name>.frozen); at least one must learn")
+    if len(members) < algorithm.min_agents:
+        raise ConfigError(
+            f"algorithm={algorithm.name} needs at least {algorithm.min_agents} agents but agents has {len(members)}; "
+            "use agents=pair, or algorithm=gspo for a single agent"
+        )
+    if algorithm.shares_rollouts and not graph.edges:
+        raise ConfigError(f"algorithm={algorithm.name} shares rollouts but agents.topology={config.agents.topology} "
+                          "gives no learner a source; use topology all_to_all, star or ring")
+    for name, agent in members.items():
+        key = f"agents.members.{name}"
+        if agent.model.source == "pretrained":
+            if not agent.model.path:
+                raise ConfigError(f"{key}.model.path is required when model.source=pretrained (a hub id or a folder)")
+            for sub, path in (("model.path", agent.model.path), ("tokenizer.path", agent.tokenizer.path)):
+                if path and looks_like_local_path(path) and not Path(path).expanduser().exists():
+                    raise ConfigError(f"{key}.{sub}={path!r} does not exist; give an existing folder or a hub id")
+        elif agent.tokenizer.kind == "pretrained" and not agent.tokenizer.path:
+            raise ConfigError(f"{key}.tokenizer.kind=pretrained needs {key}.tokenizer.path for a tiny model")
+        if agent.model.source == "tiny" and agent.model.hidden_size % agent.model.num_heads:
+            raise ConfigError(
+                f"{key}.model.hidden_size={agent.model.hidden_size} is not divisible by "
+                f"num_heads={agent.model.num_heads}; pick a divisor"
+            )
+    trainer = config.trainer
+    block = trainer.prompts_per_step * trainer.group_size
+    if block % trainer.minibatches_per_block:
+        raise ConfigError(
+            f"trainer.minibatches_per_block={trainer.minibatches_per_block} does not divide the "
+            f"{block} rows of a block (trainer.prompts_per_step × trainer.group_size); pick a divisor"
+        )
+    if config.task.name == "math" and config.task.data_dir is None and not os.environ.get("HACRL_DATA_DIR"):
+        if not config.task.hf_train:
+            raise ConfigError("task.data_dir is unset and HACRL_DATA_DIR is empty; point one at the JSONL folder")

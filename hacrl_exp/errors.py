@@ -1,0 +1,26 @@
+"""User-facing errors: each prints as one line naming the key and the fix, and exits with code 2."""
+
+from __future__ import annotations
+
+import sys
+from contextlib import contextmanager
+from typing import Iterator
+
+EXIT_BAD_INPUT = 2
+
+
+class ConfigError(ValueError):
+    """A config key, value or path is wrong. The message names the key and how to fix it."""
+
+
+@contextmanager
+def exit_on_bad_input(*errors: type[BaseException]) -> Iterator[None]:
+    """Turn the given exception types (ConfigError by default) into one stderr line and exit code 2."""
+    caught = errors or (ConfigError,)
+    try:
+        yield
+    except caught as exc:  # noqa: B030 - a tuple of exception types
+        name = type(exc).__name__
+        message = " ".join(str(exc).split())  # one line, whatever the exception carried
+        print(f"{name}: {message}", file=sys.stderr)
+        sys.exit(EXIT_BAD_INPUT)

@@ -1,0 +1,48 @@
+"""The rollout-engine interface: prompts in, sampled responses (text and token ids) out.
+
+Engines only sample. The source's old log-probs are recomputed by the training model afterwards
+(spec §1.2), so an engine's own sampling log-probs are never used in the loss.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class SamplingSettings:
+    """Sampling for one generate call. temperature 0 (or do_sample False) means greedy."""
+
+    temperature: float = 1.0
+    top_p: float = 1.0
+    top_k: int = -1
+    """-1 disables top-k, as verl and vLLM (transformers' own default would be 50)."""
+    max_new_tokens: int = 48
+    do_sample: bool = True
+
+
+@dataclass
+class Rollouts:
+    """n responses per prompt, row r = prompt r // n. Response ids exclude a trailing EOS (spec §1.3, C1)."""
+
+    prompt_ids: list[list[int]]
+    response_ids: list[list[int]]
+    texts: list[str]
+    finished: list[bool]
+    """Whether the response ended with EOS (not cut by max_new_tokens)."""
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    @property
+    def num_tokens(self) -> int:
+        return sum(len(r) for r in self.response_ids)
+
+
+class RolloutEngine(Protocol):
+    """Generates responses for one agent. Implementations: `hf` (transformers generate); vLLM later."""
+
+    def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
+        """Sample n responses for each prompt (given as token ids in the agent's own tokenizer)."""
+        ...

@@ -1,0 +1,42 @@
+"""`python -m hacrl_exp.run [overrides]`: train N heterogeneous agents (Hydra app; -m for multirun).
+
+Before Hydra starts, the overrides are composed once and validated, so a typo in a key, group or value
+prints one line naming it and exits with code 2, before any model loads.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from hacrl_exp.config.preflight import CONFIG_DIR, preflight
+from hacrl_exp.config.validate import validate
+from hacrl_exp.errors import ConfigError, exit_on_bad_input
+
+
+@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
+def hydra_main(cfg: DictConfig) -> None:
+    from hacrl_exp.trainer.loop import train  # heavy imports only once the config is valid
+
+    with exit_on_bad_input(ConfigError):
+        config = validate(cfg)
+        output_dir = Path(config.trainer.output_dir or HydraConfig.get().runtime.output_dir)
+        summary = train(config, output_dir)
+    for step in (0, summary["last_step"]):
+        for agent, metrics in summary["evals"].get(step, {}).items():
+            print(f"step {step:>5} {agent:>12}: held-out accuracy {metrics['accuracy/mean']:.3f}")
+    print(f"{summary['seconds_per_step']:.3f} s/step; outputs in {summary['output_dir']}")
+
+
+def main() -> None:
+    with exit_on_bad_input(ConfigError):
+        preflight([a for a in sys.argv[1:] if not a.startswith("-")], "config")
+    hydra_main()
+
+
+if __name__ == "__main__":
+    main()

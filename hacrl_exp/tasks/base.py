@@ -1,0 +1,56 @@
+"""The task interface: problems with verifiable answers, and their grader.
+
+A task hands out the same prompts to every agent; each agent renders `Problem.prompt` with its own
+chat template (or as plain text). Rewards are binary (spec §1.1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol, Sequence
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem. `category` (tier, MATH subject, …) drives per-category capability and eval tables."""
+
+    id: str
+    prompt: str
+    """The user text the agent sees, task suffix included, before any chat template."""
+    answer: str
+    """Gold final answer, as the grader compares it."""
+    category: str = "all"
+    solution: str | None = None
+    """A worked target response: supervised warm start, and gold-solution grader checks."""
+    meta: dict = field(default_factory=dict, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class Grade:
+    """Reward of one response; `reason` says why it is 0 (e.g. 'no_answer', 'wrong', 'timeout')."""
+
+    reward: float
+    reason: str = "correct"
+
+
+class Task(Protocol):
+    """What the trainer and the evaluation need from a task."""
+
+    name: str
+
+    @property
+    def categories(self) -> list[str]:
+        """All categories, in a stable order."""
+        ...
+
+    def train_problems(self, step: int, n: int) -> list[Problem]:
+        """The n prompts of training step `step`: a pure function of (task seed, step), so resume is exact."""
+        ...
+
+    def eval_problems(self) -> list[Problem]:
+        """The fixed held-out set."""
+        ...
+
+    def grade(self, responses: Sequence[str], problems: Sequence[Problem]) -> list[Grade]:
+        """Grade each response against its problem; must never hang or raise on hostile text."""
+        ...

@@ -1,0 +1,282 @@
+"""MATH-style tasks: problems with a final answer, the paper's prompt suffix, and the math-verify grader.
+
+Data comes from local JSONL files (one object per line with `problem`, `answer`, and optionally `id`, `solution`,
+`subject`, `level`, ...; see shared/data/README.md) or, when no path is given, from a Hugging Face dataset.
+
+Where data files live: `HACRL_DATA_DIR` names the folder holding the JSONL files (e.g. `math_train.jsonl`,
+`math500.jsonl`). A relative path or bare name is looked up in the working directory first, then in that folder
+(`resolve_data_path`); paths may also spell the variable, as in `${HACRL_DATA_DIR}/math_train.jsonl`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from collections.abc import Iterator, Sequence
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+
+from hacrl_exp.rewards.boxed import last_boxed
+from hacrl_exp.rewards.math_grader import MathGrader
+from hacrl_exp.tasks.base import Grade, Problem
+
+log = logging.getLogger(__name__)
+
+DATA_DIR_ENV = "HACRL_DATA_DIR"
+PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
+HF_TRAIN = "DigitalLearningGmbH/MATH-lighteval"  # the paper's 7.5k MATH train split (spec §4)
+HF_EVAL = "HuggingFaceH4/MATH-500"  # validation during training (spec §4)
+_SKIP_HINT = "Fix or delete that line, or pass skip_bad_rows=True to skip bad rows."
+_CORE = ("id", "problem", "answer", "solution")
+
+
+class DataError(ValueError):
+    """A bad data file or row. The message names the file, the 1-based line number, and the fix."""
+
+
+def resolve_data_path(name_or_path: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Path:
+    """The existing file that `name_or_path` names.
+
+    `$VARS` and `~` are expanded. An absolute path must exist. A relative one is tried in the working directory, then
+    in `data_dir` (default: the `HACRL_DATA_DIR` environment variable), also with a `.jsonl` suffix added.
+    """
+    raw = os.fspath(name_or_path)
+    expanded = os.path.expanduser(os.path.expandvars(raw))
+    if f"${DATA_DIR_ENV}" in expanded or f"${{{DATA_DIR_ENV}}}" in expanded:
+        raise FileNotFoundError(
+            f"Data path {raw!r} uses ${DATA_DIR_ENV}, which is not set. "
+            f"Set it to the folder holding the JSONL files (export {DATA_DIR_ENV}=/path/to/data) or pass a full path."
+        )
+    path = Path(expanded)
+    if path.is_absolute():
+        if path.is_file():
+            return path
+        raise FileNotFoundError(f"Data file {raw!r} does not exist. Check the path.")
+    if path.is_file():
+        return path.resolve()
+    base = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV)
+    if base is None:
+        raise FileNotFoundError(
+            f"Data file {raw!r} is not in the working directory and {DATA_DIR_ENV} is not set. "
+            f"Set {DATA_DIR_ENV}=/path/to/data (the folder holding the JSONL files) or pass a full path."
+        )
+    for cand in (Path(base) / path, Path(base) / f"{path}.jsonl"):
+        if cand.is_file():
+            return cand.resolve()
+    origin = "data_dir" if data_dir is not None else DATA_DIR_ENV
+    raise FileNotFoundError(
+        f"Data file {raw!r} is neither in the working directory nor in {base} ({origin}). "
+        f"Check the name, or point {DATA_DIR_ENV} at the folder that holds it."
+    )
+
+
+def _jsonl_records(path: Path) -> Iterator[tuple[int, dict | DataError]]:
+    """(1-based line, row or the DataError describing it) for each non-blank line of a JSONL file."""
+    with open(path, "rb") as f:  # bytes: decode per line, so one bad byte names its line
+        for lineno, raw in enumerate(f, 1):
+            where = f"{path}:{lineno}"
+            try:
+                line = raw.decode("utf-8").lstrip("\ufeff") if lineno == 1 else raw.decode("utf-8")
+            except UnicodeDecodeError as e:
+                yield lineno, DataError(f"{where}: not valid UTF-8 (byte {e.start}). Re-save it as UTF-8. {_SKIP_HINT}")
+                continue
+            if not line.strip():
+                continue  # blank lines (e.g. a trailing one) are not rows
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError as e:
+                yield lineno, DataError(f"{where}: invalid JSON ({e.msg}, column {e.colno}). {_SKIP_HINT}")
+                continue
+            if not isinstance(row, dict):
+                yield lineno, DataError(f"{where}: a JSON {type(row).__name__}, not an object {{...}}. {_SKIP_HINT}")
+                continue
+            yield lineno, row
+
+
+def _hf_records(dataset_id: str, split: str) -> Iterator[tuple[int, dict | DataError]]:
+    """(1-based row, row) of a Hugging Face dataset split, with MATH-lighteval's `type` as `subject` and the
+    `answer` taken from the solution's last box when the dataset has no answer column."""
+    try:
+        import datasets
+    except ImportError as e:
+        raise ImportError(
+            f"Loading {dataset_id!r} from the Hugging Face hub needs the `datasets` package: pip install datasets. "
+            f"Or pass a local JSONL file (train_path=/eval_path=, e.g. ${DATA_DIR_ENV}/math_train.jsonl)."
+        ) from e
+    try:
+        ds = datasets.load_dataset(dataset_id, split=split)
+    except Exception as e:
+        raise DataError(
+            f"Could not load Hugging Face dataset {dataset_id!r} split {split!r} ({type(e).__name__}: {e}). "
+            f"Offline? Pass a local JSONL file instead (train_path=/eval_path=, see {DATA_DIR_ENV}), "
+            f"or download it once into the HF cache and set HF_DATASETS_OFFLINE=1."
+        ) from e
+    for i, row in enumerate(ds, 1):
+        row = dict(row)
+        row.setdefault("id", row.get("unique_id") or f"{dataset_id}/{split}/{i - 1}")
+        if "subject" not in row and "type" in row:
+            row["subject"] = row["type"]
+        if "answer" not in row and isinstance(row.get("solution"), str):
+            row["answer"] = last_boxed(row["solution"])
+        yield i, row
+
+
+class MathTask:
+    """MATH-style problems (implements `hacrl_exp.tasks.base.Task`); prompt = problem + PROMPT_SUFFIX."""
+
+    def __init__(
+        self,
+        train_path: str | os.PathLike | None = None,
+        eval_path: str | os.PathLike | None = None,
+        *,
+        name: str = "math",
+        seed: int = 0,
+        eval_limit: int | None = None,
+        category_field: str = "subject",
+        skip_bad_rows: bool = False,
+        data_dir: str | os.PathLike | None = None,
+        train_dataset: str = HF_TRAIN,
+        train_split: str = "train",
+        eval_dataset: str = HF_EVAL,
+        eval_split: str = "test",
+        grader_timeout_s: float = 5.0,
+        grader_workers: int = 1,
+        grader_max_chars: int = 20000,
+        grader: MathGrader | None = None,
+    ):
+        """train_path/eval_path: local JSONL (see `resolve_data_path`); when None, the HF `*_dataset`/`*_split` is
+        loaded. seed: orders the training stream. eval_limit: keep the first rows of the eval set. category_field: row
+        key giving `Problem.category` ('all' when absent). skip_bad_rows: skip and count bad rows instead of raising
+        DataError. grader: a shared MathGrader; otherwise one is built from the `grader_*` settings and owned here.
+        Data is read on first use."""
+        if not isinstance(seed, int) or seed < 0:
+            raise ValueError(f"MathTask seed={seed!r} must be an integer >= 0.")
+        if eval_limit is not None and eval_limit < 1:
+            raise ValueError(f"MathTask eval_limit={eval_limit!r} must be >= 1, or None for the whole eval set.")
+        self.name = name
+        self.seed = seed
+        self.eval_limit = eval_limit
+        self.category_field = category_field
+        self.skip_bad_rows = skip_bad_rows
+        self.skipped_rows = 0
+        """Bad rows skipped so far (skip_bad_rows=True), counted as the data loads."""
+        self._train_src = self._source(train_path, data_dir, train_dataset, train_split)
+        self._eval_src = self._source(eval_path, data_dir, eval_dataset, eval_split)
+        self._owns_grader = grader is None
+        self.grader = grader or MathGrader(grader_timeout_s, grader_workers, grader_max_chars)
+        self._perms: dict[int, np.ndarray] = {}
+
+    @staticmethod
+    def _source(path, data_dir, dataset: str, split: str) -> tuple[str, str | Path, str]:
+        if path is not None:
+            return ("jsonl", resolve_data_path(path, data_dir), "")
+        return ("hf", dataset, split)
+
+    def _load(self, src: tuple[str, str | Path, str]) -> list[Problem]:
+        kind, where, split = src
+        if kind == "jsonl":
+            records, label, name = _jsonl_records(where), f"{where}:{{}}", Path(where).name
+        else:
+            records, label, name = _hf_records(where, split), f"{where}[{split}] row {{}}", str(where)
+        problems: list[Problem] = []
+        seen: dict[str, int] = {}
+        for lineno, row in records:
+            try:
+                if isinstance(row, DataError):
+                    raise row
+                problems.append(self._problem(row, label.format(lineno), f"{name}:{lineno}", lineno, seen))
+            except DataError as e:
+                if not self.skip_bad_rows:
+                    raise
+                self.skipped_rows += 1
+                log.warning("skipping bad row: %s", e)
+        if not problems:
+            where = label.format("*")
+            raise DataError(f"{where}: no usable rows. Check that it is a JSONL file with 'problem' and 'answer'.")
+        return problems
+
+    def _problem(self, row: dict, where: str, default_id: str, lineno: int, seen: dict[str, int]) -> Problem:
+        """One validated Problem from a row; DataError names `where` (file:line) and the fix."""
+        fields = {}
+        for key in ("problem", "answer"):
+            value = row.get(key)
+            if isinstance(value, int) and not isinstance(value, bool):
+                value = str(value)
+            if not isinstance(value, str) or not value.strip():
+                what = "missing" if value is None else f"empty or not text ({value!r})"
+                raise DataError(f"{where}: {key!r} is {what}. Give it a non-empty string. {_SKIP_HINT}")
+            fields[key] = value
+        pid = row.get("id")
+        pid = default_id if pid is None or pid == "" else str(pid)
+        if pid in seen:
+            raise DataError(f"{where}: duplicate id {pid!r} (first on line {seen[pid]}). Make ids unique. {_SKIP_HINT}")
+        seen[pid] = lineno
+        category = row.get(self.category_field)
+        solution = row.get("solution")
+        return Problem(
+            id=pid,
+            prompt=fields["problem"] + PROMPT_SUFFIX,
+            answer=fields["answer"].strip(),
+            category="all" if category is None or str(category) == "" else str(category),
+            solution=solution if isinstance(solution, str) else None,
+            meta={k: v for k, v in row.items() if k not in _CORE},
+        )
+
+    @cached_property
+    def train_set(self) -> list[Problem]:
+        """All training problems, in file order (read on first use)."""
+        return self._load(self._train_src)
+
+    @cached_property
+    def eval_set(self) -> list[Problem]:
+        """The held-out problems: the first `eval_limit` rows of the eval data (read on first use)."""
+        return self._load(self._eval_src)[: self.eval_limit]
+
+    @property
+    def categories(self) -> list[str]:
+        """Sorted categories of the train and eval problems."""
+        return sorted({p.category for p in self.train_set} | {p.category for p in self.eval_set})
+
+    def _perm(self, epoch: int) -> np.ndarray:
+        if epoch not in self._perms:
+            if len(self._perms) >= 4:
+                self._perms.pop(next(iter(self._perms)))
+            # A fixed function of (seed, epoch): numpy's PCG64 stream is stable across platforms and versions.
+            self._perms[epoch] = np.random.default_rng([self.seed, epoch]).permutation(len(self.train_set))
+        return self._perms[epoch]
+
+    def train_problems(self, step: int, n: int) -> list[Problem]:
+        """Problems step*n .. step*n+n-1 of an endless stream: epoch e is the train set in a (seed, e)-seeded random
+        order, so the batch is a pure function of (seed, step, n) and a resumed run sees the same prompts."""
+        if step < 0 or n < 1:
+            raise ValueError(f"train_problems needs step >= 0 and n >= 1; got step={step}, n={n}.")
+        size = len(self.train_set)
+        out = []
+        for g in range(step * n, step * n + n):
+            epoch, pos = divmod(g, size)
+            out.append(self.train_set[int(self._perm(epoch)[pos])])
+        return out
+
+    def eval_problems(self) -> list[Problem]:
+        """The fixed held-out set (first `eval_limit` rows of the eval data, or all)."""
+        return list(self.eval_set)
+
+    def grade(self, responses: Sequence[str], problems: Sequence[Problem]) -> list[Grade]:
+        """Reward of each response's last `\\boxed{}` against its problem's answer (math-verify, bounded time)."""
+        if len(responses) != len(problems):
+            raise ValueError(f"grade got {len(responses)} responses, {len(problems)} problems; pass one per response.")
+        return self.grader.grade(responses, [p.answer for p in problems])
+
+    def close(self) -> None:
+        """Stop the grader's worker processes if this task created the grader."""
+        if self._owns_grader:
+            self.grader.close()
+
+    def __enter__(self) -> MathTask:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

@@ -1,0 +1,1 @@
+"""The N-agent training loop (`loop.train`) and its parts: pool, update, evaluation, checkpoints."""

@@ -1,0 +1,173 @@
+"""Tiny agents: tokenizer round trips, model builds for each arch, warm start and its cache."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import torch
+import transformers
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hacrl_exp.agents.tiny import ARCHS, build_tiny_model, build_tokenizer
+from hacrl_exp.agents.warmstart import (
+    IGNORE_INDEX,
+    cache_key,
+    collate_right_padded,
+    supervised_warm_start,
+    warm_start_cached,
+)
+from hacrl_exp.tasks.arithmetic import ALPHABET, ArithmeticTask
+
+torch.set_num_threads(1)
+TASK = ArithmeticTask(eval_per_tier=10)
+TOKENIZERS = {
+    "char": build_tokenizer("char", ALPHABET),
+    "bpe": build_tokenizer("bpe", ALPHABET, TASK.sample_texts(500), vocab_size=64),
+}
+TEXT = "141+365=1+5+0=06,4+6+0=10,1+3+1=05|605"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.text(alphabet=ALPHABET, max_size=80), st.sampled_from(list(TOKENIZERS)))
+def test_round_trip_over_alphabet(text, kind):
+    tok = TOKENIZERS[kind]
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    assert tok.decode(ids) == text
+    assert tok(text)["input_ids"] == ids, "encode must not insert special tokens"
+    assert tok.decode([*ids, tok.eos_token_id], skip_special_tokens=True) == text
+
+
+@pytest.mark.parametrize("kind", list(TOKENIZERS))
+def test_tokenizer_properties(kind, tmp_path):
+    tok = TOKENIZERS[kind]
+    assert tok.padding_side == "left" and tok.model_max_length == 128
+    assert (tok.pad_token_id, tok.eos_token_id, tok.unk_token_id) == (0, 1, 2)
+    vocab = tok.get_vocab()
+    assert len(vocab) == (18 if kind == "char" else 64)
+    for token in vocab:  # bpe merges stay inside digit runs
+        assert token.startswith("<") or len(token) == 1 or token.isdigit()
+    assert tok("1a+", add_special_tokens=False)["input_ids"][1] == tok.unk_token_id
+    batch = tok(["1+2=", "123+456="], padding=True, add_special_tokens=False)
+    assert batch["attention_mask"][0][0] == 0 and batch["input_ids"][0][0] == tok.pad_token_id
+
+    tok.save_pretrained(tmp_path)
+    loaded = transformers.PreTrainedTokenizerFast.from_pretrained(tmp_path)
+    assert loaded.get_vocab() == vocab and len(loaded) == len(tok)
+    assert loaded.padding_side == "left" and loaded.model_max_length == 128
+    assert loaded.all_special_tokens == tok.all_special_tokens
+    assert (loaded.pad_token_id, loaded.eos_token_id, loaded.bos_token_id) == (0, 1, 1)
+    texts = TASK.sample_texts(50, seed=9)
+    assert loaded(texts)["input_ids"] == tok(texts)["input_ids"]
+    assert [loaded.decode(tok(t)["input_ids"]) for t in texts] == texts
+
+
+def test_kinds_differ_and_validation():
+    char, bpe = (TOKENIZERS[k](TEXT)["input_ids"] for k in ("char", "bpe"))
+    assert len(char) == len(TEXT) and len(bpe) < len(char)
+    with pytest.raises(ValueError, match="kind"):
+        build_tokenizer("word", ALPHABET)
+    with pytest.raises(ValueError, match="corpus"):
+        build_tokenizer("bpe", ALPHABET)
+
+
+def tiny(arch: str, seed: int = 0) -> transformers.PreTrainedModel:
+    kind = "bpe" if arch == "gpt2" else "char"
+    return build_tiny_model(arch, TOKENIZERS[kind], hidden_size=32, num_layers=2, num_heads=4, seed=seed)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_model_builds_forward_generate(arch):
+    tok = TOKENIZERS["bpe" if arch == "gpt2" else "char"]
+    model = tiny(arch)
+    cfg = model.config
+    assert not model.training and model.dtype == torch.float32 and cfg.vocab_size == len(tok)
+    assert (cfg.pad_token_id, cfg.eos_token_id, cfg.bos_token_id) == (0, 1, 1)
+    assert model.get_input_embeddings().weight is model.get_output_embeddings().weight
+    drop = {k: v for k, v in cfg.to_dict().items() if ("drop" in k or "pdrop" in k) and isinstance(v, float)}
+    assert drop and not any(drop.values()), drop
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), tiny(arch).parameters()))
+    assert not torch.equal(model.get_input_embeddings().weight, tiny(arch, seed=1).get_input_embeddings().weight)
+
+    with torch.random.fork_rng(devices=[]):  # large random weights, so greedy outputs vary between prompts
+        torch.manual_seed(0)
+        for p in model.parameters():
+            p.data.normal_(0.0, 0.5)
+    prompts = ["1+2=", "1234+5678=", "12*3="]
+    enc = tok(prompts, return_tensors="pt", padding=True, add_special_tokens=False)
+    assert model(**enc).logits.shape == (3, enc["input_ids"].shape[1], len(tok))
+    out = model.generate(**enc, max_new_tokens=10, do_sample=False)
+    batched = tok.batch_decode(out[:, enc["input_ids"].shape[1] :], skip_special_tokens=True)
+    for prompt, text in zip(prompts, batched):  # left padding must not change any greedy continuation
+        one = tok([prompt], return_tensors="pt", add_special_tokens=False)
+        alone = model.generate(**one, max_new_tokens=10, do_sample=False)[0, one["input_ids"].shape[1] :]
+        assert tok.decode(alone, skip_special_tokens=True) == text
+
+
+def test_model_validation():
+    with pytest.raises(ValueError, match="arch"):
+        build_tiny_model("bert", TOKENIZERS["char"], 32, 2, 4)
+    with pytest.raises(ValueError, match="hidden_size"):
+        build_tiny_model("llama", TOKENIZERS["char"], 30, 2, 4)
+
+
+def test_collate_masks_prompt_and_padding():
+    batch = collate_right_padded([([5, 6], [7, 1]), ([5], [8, 9, 1])], pad_id=0)
+    assert batch["input_ids"].tolist() == [[5, 6, 7, 1], [5, 8, 9, 1]]
+    short = collate_right_padded([([5], [7, 1]), ([5, 6, 6], [8, 1])], pad_id=0)
+    assert short["input_ids"].tolist() == [[5, 7, 1, 0, 0], [5, 6, 6, 8, 1]]
+    assert short["attention_mask"].tolist() == [[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]]
+    assert short["labels"].tolist() == [[IGNORE_INDEX, 7, 1, IGNORE_INDEX, IGNORE_INDEX], [IGNORE_INDEX] * 3 + [8, 1]]
+
+
+def test_warm_start_lowers_loss():
+    model = tiny("opt")
+    stats = supervised_warm_start(model, TOKENIZERS["char"], TASK.supervised_examples(200), steps=30, batch_size=16,
+                                  progress=False)
+    assert stats["steps"] == 30 and len(stats["losses"]) == 30 and stats["seconds"] > 0
+    assert stats["final_loss"] < 0.7 * stats["initial_loss"]
+    assert not model.training
+
+
+def test_cache_hit_identical_and_faster(tmp_path):
+    key = {"arch": "gpt2", "hidden": 32, "layers": 2, "tokenizer": "bpe", "vocab": 64, "tiers": TASK.categories}
+    calls = []
+
+    def build():
+        calls.append(1)
+        return tiny("gpt2"), TOKENIZERS["bpe"]
+
+    args = dict(cache_dir=tmp_path, key=key, steps=40, batch_size=16, progress=False)
+    t0 = time.perf_counter()
+    miss = warm_start_cached(build, lambda: TASK.supervised_examples(300), **args)
+    t1 = time.perf_counter()
+    hit = warm_start_cached(build, lambda: TASK.supervised_examples(300), **args)
+    t2 = time.perf_counter()
+    assert (miss.hit, hit.hit, len(calls)) == (False, True, 1)
+    assert t2 - t1 < t1 - t0
+    assert hit.path == miss.path and [p.name for p in tmp_path.iterdir()] == [miss.path.name]
+    assert (miss.path / "model.safetensors").is_file()
+    a, b = miss.model.state_dict(), hit.model.state_dict()
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert type(hit.model) is type(miss.model) and not hit.model.training
+    assert hit.stats["final_loss"] == miss.stats["final_loss"]
+    assert hit.tokenizer.get_vocab() == miss.tokenizer.get_vocab() and hit.tokenizer.padding_side == "left"
+    enc = hit.tokenizer(["12+34="], return_tensors="pt", add_special_tokens=False)
+    assert torch.equal(hit.model.generate(**enc, max_new_tokens=8), miss.model.generate(**enc, max_new_tokens=8))
+
+
+def test_cache_key_changes_with_every_setting():
+    key = {"arch": "opt", "hidden": 96, "tiers": ["add3"], "scratchpad": True}
+    base = cache_key(key, 300, 64, 3e-3, 0)
+    assert base == cache_key(dict(reversed(key.items())), 300, 64, 3e-3, 0) and len(base) == 64
+    variants = [
+        cache_key({**key, "hidden": 64}, 300, 64, 3e-3, 0),
+        cache_key({**key, "scratchpad": False}, 300, 64, 3e-3, 0),
+        cache_key({**key, "tiers": ["add4"]}, 300, 64, 3e-3, 0),
+        cache_key(key, 301, 64, 3e-3, 0),
+        cache_key(key, 300, 32, 3e-3, 0),
+        cache_key(key, 300, 64, 1e-3, 0),
+        cache_key(key, 300, 64, 3e-3, 1),
+    ]
+    assert len({base, *variants}) == len(variants) + 1

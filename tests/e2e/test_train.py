@@ -1,0 +1,90 @@
+"""End-to-end runs of tiny agents: every algorithm with N = 2 and N = 3, MLflow, checkpoints, and resume."""
+
+import json
+import math
+
+import pytest
+
+from hacrl_exp.config.preflight import preflight
+from hacrl_exp.trainer.loop import train
+from hacrl_exp.trainer.metrics import read_metrics
+from tests.e2e.tiny import tiny_overrides
+
+
+def run(tmp_path, *extra, agents="pair", steps=3):
+    config = preflight(tiny_overrides(agents, steps) + list(extra))
+    summary = train(config, tmp_path)
+    return summary, read_metrics(f"{summary['output_dir']}/metrics.jsonl")
+
+
+@pytest.mark.parametrize("agents", ["pair", "three_way"])
+@pytest.mark.parametrize("algorithm", ["hacpo", "naive", "gspo", "gspo_x2"])
+def test_three_steps(tmp_path, agents, algorithm):
+    summary, rows = run(tmp_path, f"algorithm={algorithm}", "tracking.backend=none", agents=agents)
+    n_agents = 2 if agents == "pair" else 3
+    g = 8 if algorithm == "gspo_x2" else 4
+    assert summary["last_step"] == 3
+    for name, counts in summary["counters"].items():
+        assert counts["rollouts_total"] == 3 * 4 * g, name
+    step_rows = [r for r in rows if r["agent"] and r["step"] == 3 and "reward/mean" in r]
+    assert len(step_rows) == n_agents
+    for row in step_rows:
+        assert all(math.isfinite(v) for k, v in row.items() if isinstance(v, float)), row
+        blocks = n_agents if algorithm in ("hacpo", "naive") else 1
+        assert row["updates"] == 2 * blocks * (2 if algorithm == "gspo_x2" else 1)
+        if algorithm == "hacpo":
+            sources = [k for k in row if k.startswith("cross/") and k.endswith("/ratio_mean")]
+            assert len(sources) == n_agents - 1
+    assert (tmp_path / "checkpoints" / "latest").is_file()
+
+
+def test_mlflow_parent_and_agent_runs(tmp_path):
+    import mlflow
+
+    summary, _ = run(tmp_path, steps=2)
+    client = mlflow.MlflowClient()
+    parent = client.get_run(summary["run_ids"][""])
+    assert parent.data.params["algorithm.name"] == "hacpo"
+    assert parent.data.tags["role"] == "parent" and parent.info.status == "FINISHED"
+    child = client.get_run(summary["run_ids"]["opt_char"])
+    assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
+    assert child.data.params["lr"] == "0.001"
+    history = client.get_metric_history(child.info.run_id, "reward/mean")
+    assert [m.step for m in history] == [1, 2]
+    assert {"omega/gpt2_bpe", "cross/gpt2_bpe/ratio_mean", "eval/accuracy/mean", "tokens_total"} <= set(
+        child.data.metrics
+    )
+    artifacts = [a.path for a in client.list_artifacts(child.info.run_id, "model")]
+    assert "model/model.safetensors" in artifacts and "model/config.json" in artifacts
+
+
+def test_resume_matches_uninterrupted_run(tmp_path):
+    full_dir, cut_dir = tmp_path / "full", tmp_path / "cut"
+    _, full = run(full_dir, "trainer.checkpoint_every=2", steps=4)
+    _, _ = run(cut_dir, "trainer.checkpoint_every=2", "trainer.stop_after=2", steps=4)
+    summary, resumed = run(tmp_path / "ignored", f"trainer.resume={cut_dir}", steps=4)
+    assert summary["output_dir"] == str(cut_dir) and summary["steps_run"] == 2
+
+    def comparable(rows):
+        return {(r["step"], r["agent"], k): v for r in rows for k, v in r.items()
+                if k not in ("step", "agent") and not k.startswith("time/")}
+
+    a, b = comparable(full), comparable(resumed)
+    assert a.keys() == b.keys()
+    for key in a:
+        assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-6), key
+    state = json.loads((cut_dir / "checkpoints" / "step_000004" / "state.json").read_text())
+    assert state["counters"] == json.loads((full_dir / "checkpoints" / "step_000004" / "state.json").read_text())[
+        "counters"]
+
+
+def test_resume_continues_the_mlflow_runs(tmp_path):
+    import mlflow
+
+    first, _ = run(tmp_path, "trainer.stop_after=1", "trainer.checkpoint_every=1", steps=2)
+    second, _ = run(tmp_path / "other", f"trainer.resume={tmp_path}", steps=2)
+    assert second["run_ids"] == first["run_ids"]
+    client = mlflow.MlflowClient()
+    assert client.get_run(first["run_ids"][""]).info.status == "FINISHED"
+    history = client.get_metric_history(first["run_ids"]["gpt2_bpe"], "reward/mean")
+    assert sorted(m.step for m in history) == [1, 2]
