@@ -8,14 +8,12 @@ by each learner itself, so the learner's chat template applies.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from transformers import PreTrainedTokenizerBase
 
 
-def retokenize(
-    texts: Sequence[str], tokenizer: PreTrainedTokenizerBase, max_response_tokens: int
-) -> list[list[int]]:
+def retokenize(texts: Sequence[str], tokenizer: PreTrainedTokenizerBase, max_response_tokens: int) -> list[list[int]]:
     """Token ids of each text in the learner's tokenizer: encode(text)[:max_response_tokens] or [eos]."""
     encoded = tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
     return [ids[:max_response_tokens] or [tokenizer.eos_token_id] for ids in encoded]

@@ -11,8 +11,8 @@ A frozen agent still generates and shares rollouts, but never learns.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Mapping, Sequence
 
 TOPOLOGIES = ("all_to_all", "star", "ring", "none", "custom")
 
@@ -70,7 +70,9 @@ def build_graph(
             sources = []
         for source in sources:
             if source not in names:
-                raise ValueError(f"agents.members.{learner}.learns_from names {source!r}, not an agent of {list(names)}")
+                raise ValueError(
+                    f"agents.members.{learner}.learns_from names {source!r}, not an agent of {list(names)}"
+                )
             if source == learner:
                 raise ValueError(f"agents.members.{learner}.learns_from must not name the agent itself")
         pairs.extend((learner, s) for s in names if s in sources)  # declared order
@@ -79,7 +81,7 @@ def build_graph(
             if (learner, source) not in pairs:
                 raise ValueError(
                     f"agents.members.{learner}.alpha_from.{source} sets α on an edge the graph does not have; "
-                    f"edges into {learner}: {[s for l, s in pairs if l == learner]}"
+                    f"edges into {learner}: {[src for dst, src in pairs if dst == learner]}"
                 )
     learners = tuple(n for n in names if not frozen.get(n, False))
     edges = tuple(

@@ -6,7 +6,7 @@ that left-padded generation assigns through its attention mask.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import torch
 from transformers import PreTrainedModel

@@ -47,7 +47,11 @@ class MlflowTracker:
     """Parent + per-agent child runs in one experiment. Pass `run_ids` to continue a resumed run."""
 
     def __init__(
-        self, cfg: TrackingConfig, params: dict[str, Any], agents: list[str], tags: dict[str, str],
+        self,
+        cfg: TrackingConfig,
+        params: dict[str, Any],
+        agents: list[str],
+        tags: dict[str, str],
         run_ids: dict[str, str] | None = None,
     ) -> None:
         import mlflow
@@ -76,8 +80,13 @@ class MlflowTracker:
             )
             self.run_ids[name] = child.info.run_id
             agent_params = {k: v for k, v in safe.items() if not k.startswith("agents.members.")}
-            agent_params.update({k.split(f"agents.members.{name}.", 1)[1]: v for k, v in safe.items()
-                                 if k.startswith(f"agents.members.{name}.")})
+            agent_params.update(
+                {
+                    k.split(f"agents.members.{name}.", 1)[1]: v
+                    for k, v in safe.items()
+                    if k.startswith(f"agents.members.{name}.")
+                }
+            )
             self._log_params(child.info.run_id, agent_params)
 
     def _log_params(self, run_id: str, params: dict[str, str]) -> None:

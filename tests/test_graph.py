@@ -13,11 +13,14 @@ def edges(graph):
 
 
 def test_topologies_for_any_n():
-    assert edges(build_graph(NAMES, "all_to_all", {}, 1.0, {}, {})) == {
-        (x, y) for x in NAMES for y in NAMES if x != y
-    }
+    assert edges(build_graph(NAMES, "all_to_all", {}, 1.0, {}, {})) == {(x, y) for x in NAMES for y in NAMES if x != y}
     assert edges(build_graph(NAMES, "star", {}, 1.0, {}, {})) == {
-        ("a", "b"), ("a", "c"), ("a", "d"), ("b", "a"), ("c", "a"), ("d", "a")
+        ("a", "b"),
+        ("a", "c"),
+        ("a", "d"),
+        ("b", "a"),
+        ("c", "a"),
+        ("d", "a"),
     }
     assert edges(build_graph(NAMES, "ring", {}, 1.0, {}, {})) == {("a", "d"), ("b", "a"), ("c", "b"), ("d", "c")}
     assert edges(build_graph(["solo"], "all_to_all", {}, 1.0, {}, {})) == set()
@@ -29,7 +32,10 @@ def test_alpha_per_edge_and_frozen_agents():
     graph = build_graph(NAMES[:3], "all_to_all", {"c": True}, 1.0, {"a": {"b": 3.0}}, {})
     assert graph.learners == ("a", "b")
     assert {(e.learner, e.source): e.alpha for e in graph.edges} == {
-        ("a", "b"): 3.0, ("a", "c"): 1.0, ("b", "a"): 1.0, ("b", "c"): 1.0
+        ("a", "b"): 3.0,
+        ("a", "c"): 1.0,
+        ("b", "a"): 1.0,
+        ("b", "c"): 1.0,
     }
 
 

@@ -30,20 +30,43 @@ def tiny_model(name: str, cfg: AgentConfig, task, config: Config, index: int):
 
     def build() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
         corpus = task.sample_texts(BPE_CORPUS_SIZE, seed=seed) if cfg.tokenizer.kind == "bpe" else None
-        tokenizer = build_tokenizer(cfg.tokenizer.kind, task.alphabet, corpus, cfg.tokenizer.vocab_size,
-                                    model_max_length=cfg.model.max_positions)
-        model = build_tiny_model(cfg.model.arch, tokenizer, cfg.model.hidden_size, cfg.model.num_layers,
-                                 cfg.model.num_heads, max_positions=cfg.model.max_positions, seed=seed)
+        tokenizer = build_tokenizer(
+            cfg.tokenizer.kind,
+            task.alphabet,
+            corpus,
+            cfg.tokenizer.vocab_size,
+            model_max_length=cfg.model.max_positions,
+        )
+        model = build_tiny_model(
+            cfg.model.arch,
+            tokenizer,
+            cfg.model.hidden_size,
+            cfg.model.num_layers,
+            cfg.model.num_heads,
+            max_positions=cfg.model.max_positions,
+            seed=seed,
+        )
         return model, tokenizer
 
     if cfg.warm_start.steps == 0:
         return build()
-    key = {"model": asdict(cfg.model), "tokenizer": asdict(cfg.tokenizer), "task": {"name": config.task.name, "tiers": list(config.task.tiers),
-                                                                   "scratchpad": config.task.scratchpad},
-           "examples": WARM_START_EXAMPLES, "init_seed": seed}
+    key = {
+        "model": asdict(cfg.model),
+        "tokenizer": asdict(cfg.tokenizer),
+        "task": {"name": config.task.name, "tiers": list(config.task.tiers), "scratchpad": config.task.scratchpad},
+        "examples": WARM_START_EXAMPLES,
+        "init_seed": seed,
+    }
     result = warm_start_cached(
-        build, lambda: task.supervised_examples(WARM_START_EXAMPLES, seed=seed), cache_dir(config), key,
-        cfg.warm_start.steps, cfg.warm_start.batch_size, cfg.warm_start.lr, seed, progress=config.trainer.progress,
+        build,
+        lambda: task.supervised_examples(WARM_START_EXAMPLES, seed=seed),
+        cache_dir(config),
+        key,
+        cfg.warm_start.steps,
+        cfg.warm_start.batch_size,
+        cfg.warm_start.lr,
+        seed,
+        progress=config.trainer.progress,
     )
     return result.model, result.tokenizer
 
@@ -56,8 +79,16 @@ def make_agents(config: Config, task, device: torch.device) -> list[Agent]:
             model, tokenizer = load_pretrained(name, cfg)
         else:
             model, tokenizer = tiny_model(name, cfg, task, config, index)
-        agents.append(build_agent(
-            name, cfg, model, tokenizer, device=device, kl_coef=config.algorithm.kl_coef,
-            max_prompt_tokens=config.task.max_prompt_tokens, max_batch_size=config.rollout.max_batch_size,
-        ))
+        agents.append(
+            build_agent(
+                name,
+                cfg,
+                model,
+                tokenizer,
+                device=device,
+                kl_coef=config.algorithm.kl_coef,
+                max_prompt_tokens=config.task.max_prompt_tokens,
+                max_batch_size=config.rollout.max_batch_size,
+            )
+        )
     return agents

@@ -9,7 +9,7 @@ EOS themselves. Tokenizers pad on the left (for generation) and are loaded with 
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import torch
 import transformers

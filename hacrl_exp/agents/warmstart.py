@@ -14,9 +14,10 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 import transformers
@@ -63,13 +64,17 @@ def supervised_warm_start(
     lr: float = 3e-3,
     seed: int = 0,
     progress: bool = True,
+    warmup_steps: int = 0,
 ) -> dict[str, Any]:
     """Train `model` in place for `steps` AdamW steps on prompt+solution+EOS, cross-entropy on response tokens only.
 
     Batches walk a seeded permutation of `examples` (a new one each epoch). The loss is the mean over response
-    tokens of the batch (transformers' shifted causal-LM loss). Gradients are clipped to norm 1; lr is constant.
+    tokens of the batch (transformers' shifted causal-LM loss). Gradients are clipped to norm 1. The lr rises
+    linearly over `warmup_steps` (lr·k/warmup_steps at step k, 1-based), then stays constant.
     Returns {'initial_loss', 'final_loss' (mean of the last 10 steps), 'losses', 'seconds', 'steps', 'examples'}.
     """
+    if warmup_steps < 0:
+        raise ValueError(f"warmup_steps={warmup_steps} must be >= 0")
     if steps < 0 or batch_size < 1 or not examples:
         raise ValueError(f"steps={steps}, batch_size={batch_size}, {len(examples)} examples: need >= 0, >= 1, >= 1")
     start = time.perf_counter()
@@ -77,7 +82,9 @@ def supervised_warm_start(
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
     order, cursor, losses = torch.randperm(len(data), generator=gen), 0, []
-    for _ in tqdm(range(steps), desc="warm start", disable=not progress, leave=False):
+    for step in tqdm(range(1, steps + 1), desc="warm start", disable=not progress, leave=False):
+        for group in opt.param_groups:
+            group["lr"] = lr * min(1.0, step / warmup_steps) if warmup_steps > 0 else lr
         idx = []
         while len(idx) < batch_size:  # wrap into a fresh permutation at the end of an epoch
             take = order[cursor : cursor + batch_size - len(idx)].tolist()
@@ -103,9 +110,9 @@ def supervised_warm_start(
     }
 
 
-def cache_key(key: dict, steps: int, batch_size: int, lr: float, seed: int) -> str:
+def cache_key(key: dict, steps: int, batch_size: int, lr: float, seed: int, warmup_steps: int = 0) -> str:
     """sha256 hex of the canonical JSON of `key` plus the training settings and WARM_START_VERSION."""
-    full = {"model": key, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed}
+    full = {"model": key, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "warmup": warmup_steps}
     full["version"] = WARM_START_VERSION
     text = json.dumps(full, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
     return hashlib.sha256(text.encode()).hexdigest()
@@ -139,6 +146,7 @@ def warm_start_cached(
     lr: float = 3e-3,
     seed: int = 0,
     progress: bool = True,
+    warmup_steps: int = 0,
 ) -> WarmStartResult:
     """Load the warm-started agent for `key` from `cache_dir`, or build, train and store it.
 
@@ -148,20 +156,21 @@ def warm_start_cached(
     (safetensors) plus warm_start.json into cache_dir/<hash>/ atomically.
     """
     cache_dir = Path(cache_dir)
-    digest = cache_key(key, steps, batch_size, lr, seed)
+    digest = cache_key(key, steps, batch_size, lr, seed, warmup_steps)
     path = cache_dir / digest
     meta_file = "warm_start.json"
     if (path / meta_file).is_file():
         model, tokenizer = load_agent(path)
         return WarmStartResult(model, tokenizer, json.loads((path / meta_file).read_text())["stats"], True, path)
     model, tokenizer = build_fn()
-    stats = supervised_warm_start(model, tokenizer, examples_fn(), steps, batch_size, lr, seed, progress)
+    stats = supervised_warm_start(model, tokenizer, examples_fn(), steps, batch_size, lr, seed, progress, warmup_steps)
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=cache_dir))
     try:
         model.save_pretrained(tmp)
         tokenizer.save_pretrained(tmp)
         meta = {"key": key, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "stats": stats}
+        meta["warmup_steps"] = warmup_steps
         meta["version"] = WARM_START_VERSION
         (tmp / meta_file).write_text(json.dumps(meta, indent=1, sort_keys=True))  # written last: marks completeness
         try:

@@ -109,8 +109,15 @@ def _check_choices(config: Config) -> None:
         check(f"agents.members.{name}.model.arch", agent.model.arch, CHOICES["model.arch"])
         check(f"agents.members.{name}.model.dtype", agent.model.dtype, CHOICES["model.dtype"])
         check(f"agents.members.{name}.tokenizer.kind", agent.tokenizer.kind, CHOICES["tokenizer.kind"])
-    for key in ("agents.topology", "algorithm.name", "algorithm.kl_aggregation", "algorithm.capability_scope",
-                "task.name", "rollout.backend", "tracking.backend"):
+    for key in (
+        "agents.topology",
+        "algorithm.name",
+        "algorithm.kl_aggregation",
+        "algorithm.capability_scope",
+        "task.name",
+        "rollout.backend",
+        "tracking.backend",
+    ):
         group, leaf = key.split(".")
         check(key, getattr(getattr(config, group), leaf), CHOICES[key])
     if config.task.name == "arithmetic":
@@ -148,8 +155,10 @@ def _check_semantics(config: Config) -> None:
             "use agents=pair, or algorithm=gspo for a single agent"
         )
     if algorithm.shares_rollouts and not graph.edges:
-        raise ConfigError(f"algorithm={algorithm.name} shares rollouts but agents.topology={config.agents.topology} "
-                          "gives no learner a source; use topology all_to_all, star or ring")
+        raise ConfigError(
+            f"algorithm={algorithm.name} shares rollouts but agents.topology={config.agents.topology} "
+            "gives no learner a source; use topology all_to_all, star or ring"
+        )
     for name, agent in members.items():
         key = f"agents.members.{name}"
         if agent.model.source == "pretrained":

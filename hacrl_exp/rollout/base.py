@@ -6,8 +6,9 @@ Engines only sample. The source's old log-probs are recomputed by the training m
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, Sequence
+from typing import Protocol
 
 
 @dataclass(frozen=True)

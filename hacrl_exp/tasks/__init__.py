@@ -15,7 +15,38 @@ def build_task(cfg: TaskConfig) -> Task:
 
         return ArithmeticTask(cfg.tiers, cfg.scratchpad, cfg.eval_per_tier, cfg.seed)
     if cfg.name == "math":
-        from hacrl_exp.tasks.math import build_math_task
-
-        return build_math_task(cfg)
+        return _math_task(cfg)
     raise ValueError(f"task.name={cfg.name!r} is unknown; choose arithmetic or math")
+
+
+def _math_task(cfg: TaskConfig) -> Task:
+    """MATH from task.data_dir / $HACRL_DATA_DIR JSONL files when present, else from the HF dataset."""
+    from hacrl_exp.errors import ConfigError
+    from hacrl_exp.tasks.math import MathTask, resolve_data_path
+
+    def local(name: str, key: str):
+        try:
+            return resolve_data_path(name, cfg.data_dir)
+        except FileNotFoundError as exc:
+            if cfg.data_dir is not None:  # the user pointed at a folder: a missing file there is an error
+                raise ConfigError(f"task.{key}={name!r}: {exc}") from None
+            return None
+
+    train, evaluation = local(cfg.train_file, "train_file"), local(cfg.eval_file, "eval_file")
+    if train is None and not cfg.hf_train:
+        raise ConfigError(
+            f"task.train_file={cfg.train_file!r} was not found and task.hf_train is empty; "
+            "set task.data_dir or HACRL_DATA_DIR to the JSONL folder"
+        )
+    extra = {"train_dataset": cfg.hf_train} if cfg.hf_train else {}
+    return MathTask(
+        train,
+        evaluation,
+        seed=cfg.seed,
+        eval_limit=cfg.eval_limit,
+        skip_bad_rows=cfg.skip_bad_rows,
+        data_dir=cfg.data_dir,
+        grader_timeout_s=cfg.grader_timeout_s,
+        grader_workers=cfg.grader_workers,
+        **extra,
+    )

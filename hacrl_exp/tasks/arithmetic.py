@@ -13,8 +13,8 @@ are exactly disjoint, even for the small multiplication tiers (mul31 has only 7,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -84,7 +84,7 @@ def reversed_answer(a: int, b: int, op: str) -> str:
 
 
 def _held_out(a: np.ndarray, b: np.ndarray, seed: int) -> np.ndarray:
-    """Boolean mask: is (a, b) in the held-out slice? A splitmix64-style hash of (seed, a, b), modulo HELD_OUT_MODULUS."""
+    """Boolean mask: is (a, b) held out? A splitmix64-style hash of (seed, a, b), modulo HELD_OUT_MODULUS, is 0."""
     with np.errstate(over="ignore"):
         x = a.astype(np.uint64) * np.uint64(0x9E3779B97F4A7C15) + b.astype(np.uint64) * np.uint64(0xBF58476D1CE4E5B9)
         x = x + np.uint64(seed % 2**63) * np.uint64(0x94D049BB133111EB)
@@ -207,7 +207,7 @@ class ArithmeticTask:
         return [self.problem(tier, a, b, f"eval/{tier}/{i}") for i, (a, b) in enumerate(pairs)]
 
     def extract(self, response: object) -> str | None:
-        """The answer part of a response: text after the last '|' (scratchpad) or the whole text (bare); None if absent."""
+        """The answer in a response: text after the last '|' (scratchpad) or the whole text (bare); None if absent."""
         if not isinstance(response, str):
             return None
         if self.scratchpad:
@@ -217,7 +217,7 @@ class ArithmeticTask:
         return text or None
 
     def grade(self, responses: Sequence[str], problems: Sequence[Problem]) -> list[Grade]:
-        """Reward 1.0 iff the extracted answer equals `problem.answer` exactly; reasons 'correct'/'wrong'/'no_answer'."""
+        """Reward 1.0 iff the extracted answer equals `problem.answer` exactly; reason correct, wrong or no_answer."""
         if len(responses) != len(problems):
             raise ValueError(f"{len(responses)} responses for {len(problems)} problems")
         grades = []

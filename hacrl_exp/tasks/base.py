@@ -6,8 +6,9 @@ chat template (or as plain text). Rewards are binary (spec §1.1).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Protocol
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Sequence
+from collections.abc import Sequence
 
 from hacrl_exp.agents.agent import Agent
 from hacrl_exp.rollout.base import SamplingSettings

@@ -42,6 +42,7 @@ def capability_metrics(
     capability: CapabilityTracker,
     by_category: dict[str, CapabilityTracker],
     category_accuracy: dict[str, list[float]],
+    scope: str = "batch",
 ) -> dict[str, float]:
     """P̂, ω = ρ(j→k) and baseline weights of one agent, overall and per category (logged in either scope)."""
     rho = capability.loss_weights()
@@ -52,6 +53,10 @@ def capability_metrics(
             metrics[f"baseline_weight/{source}"] = float(1.0 / rho[agent, j])
     for category, tracker in by_category.items():
         metrics[f"capability/{category}/p_hat"] = float(tracker.p_hat()[agent])
+        if scope == "category":  # the ω actually used for this category's prompts
+            for j, source in enumerate(names):
+                if j != agent:
+                    metrics[f"capability/{category}/omega/{source}"] = float(tracker.loss_weights()[agent, j])
         if category in category_accuracy:
             metrics[f"capability/{category}/accuracy"] = category_accuracy[category][agent]
     return metrics

@@ -104,9 +104,12 @@ def build_learner_batch(
     for block, block_alpha in zip(blocks, alphas):
         g = block.group_size
         is_own = block.agent == learner
-        prompt_ids += [list(block.prompt_ids[r]) if is_own else learner_prompt_ids[p]
-                       for r, p in enumerate(block.prompt_index)]
-        response_ids += block.response_ids if is_own else retokenize(block.texts, learner_tokenizer, max_response_tokens)
+        prompt_ids += [
+            list(block.prompt_ids[r]) if is_own else learner_prompt_ids[p] for r, p in enumerate(block.prompt_index)
+        ]
+        response_ids += (
+            block.response_ids if is_own else retokenize(block.texts, learner_tokenizer, max_response_tokens)
+        )
         advantages.append(joint[:, column : column + g].reshape(-1))
         source += [block.agent] * len(block.texts)
         alpha += [block_alpha] * len(block.texts)

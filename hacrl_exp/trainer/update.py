@@ -64,9 +64,7 @@ def update_learner(
         mb_loss = mb_kl = 0.0
         for start in range(mb.start, mb.stop, trainer.micro_batch_size):
             rows = slice(start, min(start + trainer.micro_batch_size, mb.stop))
-            logp, mask = response_logprobs(
-                agent.model, batch.prompt_ids[rows], batch.response_ids[rows], agent.pad_id
-            )
+            logp, mask = response_logprobs(agent.model, batch.prompt_ids[rows], batch.response_ids[rows], agent.pad_id)
             logp = logp.double()
             is_self, adv = batch.is_self[rows], batch.advantages[rows]
             log_s = sequence_log_ratio(masked_mean(logp, mask), batch.old_mean_logp[rows], -clamp, clamp)
@@ -81,10 +79,17 @@ def update_learner(
                 stats["self/clipfrac"].append(float(clipped.sum() / mask.sum()))
             else:
                 loss, objective = sequence_policy_loss(
-                    s, adv, is_self, batch.loss_weight[rows], batch.alpha[rows], lower,
-                    hacpo_cross=algorithm.hacpo_cross, clip=mechanisms.clip,
+                    s,
+                    adv,
+                    is_self,
+                    batch.loss_weight[rows],
+                    batch.alpha[rows],
+                    lower,
+                    hacpo_cross=algorithm.hacpo_cross,
+                    clip=mechanisms.clip,
                     is_factor_on_raw_ratio=algo_cfg.is_factor_on_raw_ratio,
-                    eps_low=algo_cfg.self_clip_low, eps_high=algo_cfg.self_clip_high,
+                    eps_low=algo_cfg.self_clip_low,
+                    eps_high=algo_cfg.self_clip_high,
                 )
                 loss = loss * (rows.stop - rows.start) / n_rows
                 if bool(is_self.any()):

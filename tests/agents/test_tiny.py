@@ -123,8 +123,9 @@ def test_collate_masks_prompt_and_padding():
 
 def test_warm_start_lowers_loss():
     model = tiny("opt")
-    stats = supervised_warm_start(model, TOKENIZERS["char"], TASK.supervised_examples(200), steps=30, batch_size=16,
-                                  progress=False)
+    stats = supervised_warm_start(
+        model, TOKENIZERS["char"], TASK.supervised_examples(200), steps=30, batch_size=16, progress=False
+    )
     assert stats["steps"] == 30 and len(stats["losses"]) == 30 and stats["seconds"] > 0
     assert stats["final_loss"] < 0.7 * stats["initial_loss"]
     assert not model.training
@@ -169,5 +170,6 @@ def test_cache_key_changes_with_every_setting():
         cache_key(key, 300, 32, 3e-3, 0),
         cache_key(key, 300, 64, 1e-3, 0),
         cache_key(key, 300, 64, 3e-3, 1),
+        cache_key(key, 300, 64, 3e-3, 0, warmup_steps=30),
     ]
     assert len({base, *variants}) == len(variants) + 1

@@ -22,8 +22,10 @@ def test_every_group_option_composes():
             assert config is not None, overrides
 
 
-@pytest.mark.parametrize("agents, algorithm", list(itertools.product(["pair", "three_way", "star", "ring"],
-                                                                ["hacpo", "naive", "gspo", "gspo_x2"])))
+@pytest.mark.parametrize(
+    "agents, algorithm",
+    list(itertools.product(["pair", "three_way", "star", "ring"], ["hacpo", "naive", "gspo", "gspo_x2"])),
+)
 def test_agent_presets_with_algorithms(agents, algorithm):
     config = preflight([f"agents={agents}", f"algorithm={algorithm}"])
     assert len(config.agents.members) == (2 if agents == "pair" else 3)
@@ -47,8 +49,10 @@ def test_design_card_override_composes():
         (["trainer.group_size=1"], "trainer.group_size=1 is out of range"),
         (["agents=solo", "algorithm=hacpo"], "needs at least 2 agents"),
         (["mechanisms.omega=maybe"], "mechanisms.omega"),
-        (["agents.members.opt_char.model.source=pretrained", "agents.members.opt_char.model.path=/nonexistent/m"],
-         "model.path='/nonexistent/m' does not exist"),
+        (
+            ["agents.members.opt_char.model.source=pretrained", "agents.members.opt_char.model.path=/nonexistent/m"],
+            "model.path='/nonexistent/m' does not exist",
+        ),
         (["agents.members.opt_char.alpha_from.nobody=2.0"], "alpha_from.nobody"),
         (["agents.members.opt_char.model.hidden_size=90"], "not divisible by num_heads"),
         (["trainer.minibatches_per_block=3"], "minibatches_per_block=3 does not divide"),
@@ -64,7 +68,9 @@ def test_bad_input_names_the_key(override, needle):
 def test_bad_input_exits_2_with_one_line(tmp_path):
     result = subprocess.run(
         [sys.executable, "-m", "hacrl_exp.run", "algorithm.alpha=-1", f"hydra.run.dir={tmp_path}"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert result.returncode == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]

@@ -66,16 +66,22 @@ def test_resume_matches_uninterrupted_run(tmp_path):
     assert summary["output_dir"] == str(cut_dir) and summary["steps_run"] == 2
 
     def comparable(rows):
-        return {(r["step"], r["agent"], k): v for r in rows for k, v in r.items()
-                if k not in ("step", "agent") and not k.startswith("time/")}
+        return {
+            (r["step"], r["agent"], k): v
+            for r in rows
+            for k, v in r.items()
+            if k not in ("step", "agent") and not k.startswith("time/")
+        }
 
     a, b = comparable(full), comparable(resumed)
     assert a.keys() == b.keys()
     for key in a:
         assert b[key] == pytest.approx(a[key], rel=1e-6, abs=1e-6), key
     state = json.loads((cut_dir / "checkpoints" / "step_000004" / "state.json").read_text())
-    assert state["counters"] == json.loads((full_dir / "checkpoints" / "step_000004" / "state.json").read_text())[
-        "counters"]
+    assert (
+        state["counters"]
+        == json.loads((full_dir / "checkpoints" / "step_000004" / "state.json").read_text())["counters"]
+    )
 
 
 def test_resume_continues_the_mlflow_runs(tmp_path):
@@ -88,3 +94,48 @@ def test_resume_continues_the_mlflow_runs(tmp_path):
     assert client.get_run(first["run_ids"][""]).info.status == "FINISHED"
     history = client.get_metric_history(first["run_ids"]["gpt2_bpe"], "reward/mean")
     assert sorted(m.step for m in history) == [1, 2]
+
+
+def test_agents_load_from_a_local_save_pretrained_folder(tmp_path):
+    """The real-model path (`model.source=pretrained`) on local folders: safetensors, no remote code."""
+    from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
+    from hacrl_exp.tasks.arithmetic import ArithmeticTask
+
+    task = ArithmeticTask(tiers=["add2"])
+    overrides = []
+    for name, arch, kind in (("opt_char", "opt", "char"), ("gpt2_bpe", "gpt2", "bpe")):
+        tokenizer = build_tokenizer(kind, task.alphabet, task.sample_texts(300), vocab_size=48)
+        folder = tmp_path / name
+        build_tiny_model(arch, tokenizer, 32, 1, 4).save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        overrides += [f"agents.members.{name}.model.source=pretrained", f"agents.members.{name}.model.path={folder}"]
+    summary, rows = run(tmp_path / "run", "tracking.backend=none", *overrides, steps=1)
+    assert summary["last_step"] == 1
+    assert any(r.get("rollouts_total") == 16 for r in rows)
+
+
+@pytest.mark.parametrize(
+    "extra, agents",
+    [
+        (["algorithm=grpo", "algorithm.kl_coef=0.01"], "solo"),
+        (["algorithm.kl_coef=0.01", "algorithm.kl_aggregation=token_mean"], "pair"),
+        (
+            ["algorithm.restart_u_per_source=true", "algorithm.capability_scope=category", "task.tiers=[add2,add3]"],
+            "three_way",
+        ),
+        (["mechanisms.clip=false", "mechanisms.stepwise=false", "algorithm.is_factor_on_raw_ratio=true"], "pair"),
+        (["agents.members.gpt2_bpe.frozen=true"], "pair"),
+    ],
+)
+def test_options_run(tmp_path, extra, agents):
+    summary, rows = run(tmp_path, "tracking.backend=none", *extra, agents=agents, steps=2)
+    agent_rows = [r for r in rows if r["agent"] and "reward/mean" in r]
+    assert agent_rows and all(math.isfinite(v) for r in agent_rows for v in r.values() if isinstance(v, float))
+    if "algorithm.kl_coef=0.01" in extra:
+        assert all("kl" in r for r in agent_rows)
+    if "algorithm.capability_scope=category" in extra:
+        assert any("capability/add3/omega/gpt2_bpe" in r for r in agent_rows)
+    if "agents.members.gpt2_bpe.frozen=true" in extra:
+        frozen = [r for r in agent_rows if r["agent"] == "gpt2_bpe"]
+        assert frozen and all("updates" not in r for r in frozen)  # shares rollouts, never learns
+        assert any("cross/gpt2_bpe/ratio_mean" in r for r in agent_rows if r["agent"] == "opt_char")

@@ -28,8 +28,15 @@ def source_rollouts(agent: int, tokenizer, rewards: list[float]) -> SourceRollou
     response_ids = retokenize(texts, tokenizer, 64)
     prompt_ids = [tokenizer(problems[r // G].prompt)["input_ids"] for r in range(P * G)]
     old = [torch.full((len(ids),), -0.1 * (agent + 1)) for ids in response_ids]
-    return SourceRollouts(agent, [r // G for r in range(P * G)], prompt_ids, response_ids, texts,
-                          torch.tensor(rewards, dtype=torch.float64), old)
+    return SourceRollouts(
+        agent,
+        [r // G for r in range(P * G)],
+        prompt_ids,
+        response_ids,
+        texts,
+        torch.tensor(rewards, dtype=torch.float64),
+        old,
+    )
 
 
 def test_retokenize_round_trip_between_different_tokenizers(tokenizers):
@@ -48,8 +55,20 @@ def build(tokenizers, algorithm="hacpo", mechanisms=Mechanisms(), p_hat=(0.5, 0.
     graph = build_graph(NAMES, "all_to_all", {}, 1.0, {"a": {"c": 3.0}}, {})
     p = torch.tensor(p_hat, dtype=torch.float64)
     rho = (p / p[0]).clamp(0.1, 10)  # ρ(j→a) = P̂_j / P̂_a
-    batch = build_learner_batch(0, graph.sources_of("a"), NAMES, pool, pool[0].prompt_ids[::G], tokenizers["a"],
-                                64, get_algorithm(algorithm), mechanisms, 1 / rho, rho, 1e-6)
+    batch = build_learner_batch(
+        0,
+        graph.sources_of("a"),
+        NAMES,
+        pool,
+        pool[0].prompt_ids[::G],
+        tokenizers["a"],
+        64,
+        get_algorithm(algorithm),
+        mechanisms,
+        1 / rho,
+        rho,
+        1e-6,
+    )
     return batch, pool, rho
 
 
@@ -69,7 +88,7 @@ def test_learner_batch_advantages_and_weights_follow_spec(tokenizers):
     rewards = torch.cat([pool[i].rewards.view(P, G) for i in range(3)], dim=1)
     columns = torch.tensor([0] * G + [1] * G + [2] * G)
     expected = capability_aware_advantages(rewards, columns, 0, 1 / rho)
-    got = torch.cat([batch.advantages[b * P * G:(b + 1) * P * G].view(P, G) for b in range(3)], dim=1)
+    got = torch.cat([batch.advantages[b * P * G : (b + 1) * P * G].view(P, G) for b in range(3)], dim=1)
     torch.testing.assert_close(got, expected, rtol=0, atol=0)
     assert batch.loss_weight.tolist() == [1.0] * (P * G) + [rho[1].item()] * (P * G) + [rho[2].item()] * (P * G)
 
