@@ -93,3 +93,17 @@ def build_graph(
         if e.alpha < 0:
             raise ValueError(f"agents.members.{e.learner}.alpha_from.{e.source}={e.alpha} must be >= 0")
     return AgentGraph(names=names, learners=learners, edges=edges)
+
+
+def graph_from_config(agents, default_alpha: float) -> AgentGraph:
+    """The graph of an `AgentsConfig` (hacrl_exp.config.schema), with algorithm.alpha as the default α."""
+    members = agents.members
+    return build_graph(
+        list(members),
+        agents.topology,
+        {n: a.frozen for n, a in members.items()},
+        default_alpha,
+        {n: a.alpha_from for n, a in members.items()},
+        {n: a.learns_from for n, a in members.items()},
+        agents.hub,
+    )

@@ -15,7 +15,6 @@ from hacrl_exp.agents.warmstart import warm_start_cached
 from hacrl_exp.config.schema import AgentConfig, Config
 
 BPE_CORPUS_SIZE = 2000
-WARM_START_EXAMPLES = 6000
 
 
 def cache_dir(config: Config) -> Path:
@@ -50,16 +49,17 @@ def tiny_model(name: str, cfg: AgentConfig, task, config: Config, index: int):
 
     if cfg.warm_start.steps == 0:
         return build()
+    n_examples = cfg.warm_start.steps * cfg.warm_start.batch_size  # fresh examples, one pass (as measured)
     key = {
         "model": asdict(cfg.model),
         "tokenizer": asdict(cfg.tokenizer),
         "task": {"name": config.task.name, "tiers": list(config.task.tiers), "scratchpad": config.task.scratchpad},
-        "examples": WARM_START_EXAMPLES,
+        "examples": n_examples,
         "init_seed": seed,
     }
     result = warm_start_cached(
         build,
-        lambda: task.supervised_examples(WARM_START_EXAMPLES, seed=seed),
+        lambda: task.supervised_examples(n_examples, seed=seed),
         cache_dir(config),
         key,
         cfg.warm_start.steps,
@@ -67,6 +67,7 @@ def tiny_model(name: str, cfg: AgentConfig, task, config: Config, index: int):
         cfg.warm_start.lr,
         seed,
         progress=config.trainer.progress,
+        warmup_steps=cfg.warm_start.warmup_steps,
     )
     return result.model, result.tokenizer
 

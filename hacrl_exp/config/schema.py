@@ -49,6 +49,8 @@ class WarmStartConfig:
     """Supervised steps on the task before RL (tiny agents); 0 skips. Cached by config hash."""
     batch_size: int = field(default=64, metadata=rng(1, 100_000))
     lr: float = field(default=3e-3, metadata=rng(0, 1, low_open=True))
+    warmup_steps: int = field(default=0, metadata=rng(0, 1_000_000))
+    """Linear learning-rate warm-up steps (the GPT-2 BPE agent needs it at lr 6e-3)."""
 
 
 @dataclass

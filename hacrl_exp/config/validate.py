@@ -15,7 +15,7 @@ from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBase
 from hacrl_exp.algo import ALGORITHMS
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.graph import TOPOLOGIES, build_graph
+from hacrl_exp.graph import TOPOLOGIES, graph_from_config
 
 CHOICES = {
     "model.source": ("tiny", "pretrained"),
@@ -136,15 +136,7 @@ def _check_semantics(config: Config) -> None:
         raise ConfigError("agents.members is empty; pick a preset such as agents=pair or define agents.members.<name>")
     algorithm = ALGORITHMS[config.algorithm.name]
     try:
-        graph = build_graph(
-            list(members),
-            config.agents.topology,
-            {n: a.frozen for n, a in members.items()},
-            config.algorithm.alpha,
-            {n: a.alpha_from for n, a in members.items()},
-            {n: a.learns_from for n, a in members.items()},
-            config.agents.hub,
-        )
+        graph = graph_from_config(config.agents, config.algorithm.alpha)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if not graph.learners:

@@ -21,18 +21,18 @@ import torch
 from tqdm.auto import tqdm
 
 from hacrl_exp.agents.factory import make_agents
-from hacrl_exp.algo import CapabilityTracker, Mechanisms, get_algorithm
+from hacrl_exp.algo import Mechanisms, get_algorithm
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.graph import build_graph
+from hacrl_exp.graph import graph_from_config
 from hacrl_exp.rollout.base import SamplingSettings
-from hacrl_exp.scoring import batched_response_logprobs
 from hacrl_exp.tasks import build_task
 from hacrl_exp.tracking import make_tracker
+from hacrl_exp.trainer.capability import CapabilityEstimates
 from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
 from hacrl_exp.trainer.evaluation import greedy_accuracy
-from hacrl_exp.trainer.metrics import MetricsLog, capability_metrics, progress_text
-from hacrl_exp.trainer.pool import SourceRollouts, build_learner_batch
+from hacrl_exp.trainer.metrics import MetricsLog, progress_text
+from hacrl_exp.trainer.pool import build_learner_batch, collect_rollouts
 from hacrl_exp.trainer.update import update_learner
 
 PHASES = ("generate", "reward", "score_own", "score_cross", "update")
@@ -66,34 +66,20 @@ def _train(config: Config, output_dir: Path, task) -> dict:
             raise ConfigError(f"trainer.resume={trainer.resume!r} holds no complete checkpoint; give a run folder")
         output_dir = checkpoint.parent.parent  # continue in the interrupted run's folder
     output_dir.mkdir(parents=True, exist_ok=True)
-    device = resolve_device(trainer.device)
     algorithm = get_algorithm(algo_cfg.name)
     mechanisms = Mechanisms(**asdict(config.mechanisms))
-    members = config.agents.members
-    names = list(members)
-    graph = build_graph(
-        names,
-        config.agents.topology,
-        {n: a.frozen for n, a in members.items()},
-        algo_cfg.alpha,
-        {n: a.alpha_from for n, a in members.items()},
-        {n: a.learns_from for n, a in members.items()},
-        config.agents.hub,
+    graph = graph_from_config(config.agents, algo_cfg.alpha)
+    names = list(graph.names)
+    agents = make_agents(config, task, resolve_device(trainer.device))
+    capability = CapabilityEstimates(
+        len(names), task.categories, algo_cfg.capability_window, algo_cfg.capability_warmup, algo_cfg.capability_scope
     )
-    agents = make_agents(config, task, device)
-    capability = CapabilityTracker(len(names), algo_cfg.capability_window, warmup_steps=algo_cfg.capability_warmup)
-    by_category = {
-        c: CapabilityTracker(len(names), algo_cfg.capability_window, warmup_steps=algo_cfg.capability_warmup)
-        for c in task.categories
-    }
     counters = {n: {"rollouts_total": 0.0, "tokens_total": 0.0} for n in names}
     start_step, run_ids = 0, None
     if checkpoint is not None:
         state = load_checkpoint(checkpoint, agents)
         start_step, counters, run_ids = state["step"], state["counters"], state["run_ids"]
         capability.load_state_dict(state["capability"])
-        for c, s in state["capability_by_category"].items():
-            by_category[c].load_state_dict(s)
     else:
         torch.manual_seed(config.seed)  # after warm start, so a cached warm start changes nothing
     log = MetricsLog(output_dir / "metrics.jsonl", truncate_after=start_step if checkpoint else None)
@@ -107,93 +93,60 @@ def _train(config: Config, output_dir: Path, task) -> dict:
     }
     tracker = make_tracker(config.tracking, params, names, tags, run_ids)
     (output_dir / "config.json").write_text(json.dumps(params, indent=1))
+    if checkpoint is None:
+        tracker.log_file(output_dir / "config.json")  # the resolved config, as an artifact of the parent run
 
     group = trainer.group_size * algorithm.rollout_multiplier
-    sampling = SamplingSettings(
-        config.rollout.temperature, config.rollout.top_p, max_new_tokens=config.rollout.max_new_tokens
-    )
+    rollout = config.rollout
+    sampling = SamplingSettings(rollout.temperature, rollout.top_p, max_new_tokens=rollout.max_new_tokens)
     eval_set = task.eval_problems()[: trainer.eval_limit or None]
     evals: dict[int, dict[str, dict[str, float]]] = {}
 
     def evaluate(step: int) -> None:
-        evals[step] = {a.name: greedy_accuracy(a, task, eval_set, config.rollout.max_new_tokens) for a in agents}
+        evals[step] = {a.name: greedy_accuracy(a, task, eval_set, rollout.max_new_tokens) for a in agents}
         for name, metrics in evals[step].items():
             log.add(step, {f"eval/{k}": v for k, v in metrics.items()}, name, tracker)
 
     def checkpoint_now(step: int) -> None:
-        state = {
-            "counters": counters,
-            "run_ids": tracker.run_ids,
-            "capability": capability.state_dict(),
-            "capability_by_category": {c: t.state_dict() for c, t in by_category.items()},
-        }
+        state = {"counters": counters, "run_ids": tracker.run_ids, "capability": capability.state_dict()}
         log.flush(tracker)  # metrics up to this step are durable before the checkpoint names it
         save_checkpoint(output_dir / "checkpoints", step, agents, state, trainer.keep_checkpoints)
 
     if start_step == 0:
         evaluate(0)
     step_times: list[float] = []
-    bar = tqdm(range(start_step + 1, trainer.steps + 1), disable=not trainer.progress, desc="hacpo", unit="step")
+    bar = tqdm(range(start_step + 1, trainer.steps + 1), disable=not trainer.progress, desc=algo_cfg.name)
     for step in bar:
         times = dict.fromkeys(PHASES, 0.0)
         started = time.perf_counter()
         problems = task.train_problems(step, trainer.prompts_per_step)
-        prompt_index = [p for p in range(len(problems)) for _ in range(group)]
-        pool: dict[int, SourceRollouts] = {}
-        learner_prompts = {}
-        for i, agent in enumerate(agents):
-            # 1 ROLLOUT
-            t = time.perf_counter()
-            learner_prompts[i] = [agent.prompt_ids(p.prompt) for p in problems]
-            rollouts = agent.engine.generate(learner_prompts[i], group, sampling)
-            times["generate"] += time.perf_counter() - t
-            # 2 REWARD
-            t = time.perf_counter()
-            grades = task.grade(rollouts.texts, [problems[p] for p in prompt_index])
-            rewards = torch.tensor([g.reward for g in grades], dtype=torch.float64)
-            times["reward"] += time.perf_counter() - t
-            # 3 SCORE OWN: old log-probs from the training model, before any update this step
-            t = time.perf_counter()
-            score = dict(pad_id=agent.pad_id, batch_size=trainer.micro_batch_size)
-            old = batched_response_logprobs(agent.model, rollouts.prompt_ids, rollouts.response_ids, **score)
-            ref = None
-            if agent.reference is not None:
-                ref = batched_response_logprobs(agent.reference, rollouts.prompt_ids, rollouts.response_ids, **score)
-            times["score_own"] += time.perf_counter() - t
-            pool[i] = SourceRollouts(
-                i, prompt_index, rollouts.prompt_ids, rollouts.response_ids, rollouts.texts, rewards, old, ref
-            )
-            counters[agent.name]["rollouts_total"] += len(rollouts)
-            counters[agent.name]["tokens_total"] += rollouts.num_tokens
-
+        # 1-3 ROLLOUT, REWARD, SCORE OWN: every agent, before any update this step
+        pool = {
+            i: collect_rollouts(a, i, problems, group, sampling, task, trainer.micro_batch_size, times)
+            for i, a in enumerate(agents)
+        }
+        for i, name in enumerate(names):
+            counters[name]["rollouts_total"] += len(pool[i].texts)
+            counters[name]["tokens_total"] += sum(len(r) for r in pool[i].response_ids)
         # 4 CAPABILITY: one update per step, before any learner's advantages
-        # accuracy = share of responses with R > 0 (spec §2.2), the same as the mean for 0/1 rewards
-        capability.update([float((pool[i].rewards > 0).double().mean()) for i in range(len(agents))])
-        category_of = [problems[p].category for p in prompt_index]
-        category_accuracy = {}
-        for c, tracker_c in by_category.items():
-            rows = torch.tensor([x == c for x in category_of])
-            if bool(rows.any()):
-                category_accuracy[c] = [float((pool[i].rewards[rows] > 0).double().mean()) for i in range(len(agents))]
-                tracker_c.update(category_accuracy[c])
-        if algo_cfg.capability_scope == "category":
-            loss_weights = torch.stack([by_category[p.category].loss_weights() for p in problems], dim=1)  # (N, P, N)
-        else:
-            loss_weights = capability.loss_weights()  # (N, N): ρ[k, j]
+        capability.update(
+            [pool[i].rewards for i in range(len(names))], [problems[p].category for p in pool[0].prompt_index]
+        )
+        loss_weights = capability.loss_weights([p.category for p in problems])  # ρ[k, j] or ρ[k, p, j]
 
-        step_metrics = {name: {} for name in names}
-        for learner_name in graph.learners:
-            k = names.index(learner_name)
-            # 5 EXCHANGE + ADVANTAGE
+        step_metrics: dict[str, dict[str, float]] = {name: {} for name in names}
+        for learner in graph.learners:
+            k = names.index(learner)
+            # 5 EXCHANGE + ADVANTAGE (spec §1.3, §2.1)
             t = time.perf_counter()
             batch = build_learner_batch(
                 k,
-                graph.sources_of(learner_name),
+                graph.sources_of(learner),
                 names,
                 pool,
-                learner_prompts[k],
+                [agents[k].prompt_ids(p.prompt) for p in problems],
                 agents[k].tokenizer,
-                config.rollout.max_new_tokens,
+                rollout.max_new_tokens,
                 algorithm,
                 mechanisms,
                 1.0 / loss_weights[k],
@@ -201,11 +154,9 @@ def _train(config: Config, output_dir: Path, task) -> dict:
                 algo_cfg.adv_eps,
             )
             times["score_cross"] += time.perf_counter() - t
-            # 6 UPDATE
+            # 6 UPDATE: mini-batches in self-first order, u = updates so far (spec §1.6)
             t = time.perf_counter()
-            step_metrics[learner_name] = update_learner(
-                agents[k], batch, names, algorithm, algo_cfg, mechanisms, trainer
-            )
+            step_metrics[learner] = update_learner(agents[k], batch, names, algorithm, algo_cfg, mechanisms, trainer)
             times["update"] += time.perf_counter() - t
 
         # 7 LOG
@@ -213,18 +164,10 @@ def _train(config: Config, output_dir: Path, task) -> dict:
         step_times.append(step_time)
         for i, name in enumerate(names):
             metrics = {"reward/mean": float(pool[i].rewards.mean()), **counters[name], **step_metrics[name]}
-            metrics.update(
-                capability_metrics(i, names, capability, by_category, category_accuracy, algo_cfg.capability_scope)
-            )
-            log.add(step, metrics, name, tracker)
-        other = step_time - sum(times.values())
-        log.add(
-            step,
-            {"time/step": step_time, "time/other": other, **{f"time/{k}": v for k, v in times.items()}},
-            None,
-            tracker,
-        )
-        bar.set_postfix_str(progress_text(names, pool, capability, step_time))
+            log.add(step, {**metrics, **capability.metrics(i, names)}, name, tracker)
+        phases = {f"time/{k}": v for k, v in times.items()}
+        log.add(step, {"time/step": step_time, "time/other": step_time - sum(times.values()), **phases}, None, tracker)
+        bar.set_postfix_str(progress_text(names, pool, capability.batch, step_time))
 
         # 8 EVAL / CHECKPOINT
         if (trainer.eval_every and step % trainer.eval_every == 0) or step == trainer.steps:
@@ -235,10 +178,11 @@ def _train(config: Config, output_dir: Path, task) -> dict:
             break
     bar.close()
     log.flush(tracker)
-    finished = step_times and (start_step + len(step_times)) >= trainer.steps
+    last_step = start_step + len(step_times)
+    finished = last_step >= trainer.steps
     summary = {
         "steps_run": len(step_times),
-        "last_step": start_step + len(step_times),
+        "last_step": last_step,
         "seconds_per_step": sum(step_times) / max(len(step_times), 1),
         "evals": evals,
         "counters": counters,
@@ -246,10 +190,9 @@ def _train(config: Config, output_dir: Path, task) -> dict:
         "output_dir": str(output_dir),
     }
     (output_dir / "summary.json").write_text(json.dumps(summary, indent=1))
-    if finished and trainer.save_final_models:
-        final = output_dir / "checkpoints" / (output_dir / "checkpoints" / "latest").read_text().strip()
-        if config.tracking.log_models:
-            for agent in agents:
-                tracker.log_artifacts(final / "agents" / agent.name, "model", agent.name)
+    if finished and trainer.save_final_models and config.tracking.log_models:
+        final = find_checkpoint(output_dir)
+        for agent in agents:
+            tracker.log_artifacts(final / "agents" / agent.name, "model", agent.name)
     tracker.close("FINISHED" if finished else "KILLED")
     return summary

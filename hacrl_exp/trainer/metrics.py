@@ -36,34 +36,12 @@ def read_metrics(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def capability_metrics(
-    agent: int,
-    names: list[str],
-    capability: CapabilityTracker,
-    by_category: dict[str, CapabilityTracker],
-    category_accuracy: dict[str, list[float]],
-    scope: str = "batch",
-) -> dict[str, float]:
-    """P̂, ω = ρ(j→k) and baseline weights of one agent, overall and per category (logged in either scope)."""
-    rho = capability.loss_weights()
-    metrics = {"capability/p_hat": float(capability.p_hat()[agent])}
-    for j, source in enumerate(names):
-        if j != agent:
-            metrics[f"omega/{source}"] = float(rho[agent, j])
-            metrics[f"baseline_weight/{source}"] = float(1.0 / rho[agent, j])
-    for category, tracker in by_category.items():
-        metrics[f"capability/{category}/p_hat"] = float(tracker.p_hat()[agent])
-        if scope == "category":  # the ω actually used for this category's prompts
-            for j, source in enumerate(names):
-                if j != agent:
-                    metrics[f"capability/{category}/omega/{source}"] = float(tracker.loss_weights()[agent, j])
-        if category in category_accuracy:
-            metrics[f"capability/{category}/accuracy"] = category_accuracy[category][agent]
-    return metrics
-
-
 def progress_text(names: list[str], pool: dict, capability: CapabilityTracker, step_time: float) -> str:
-    """One line for the progress bar: each agent's reward and P̂, and the step time."""
-    p_hat = capability.p_hat()
-    parts = [f"{n}: r={float(pool[i].rewards.mean()):.2f} P̂={float(p_hat[i]):.2f}" for i, n in enumerate(names)]
+    """One line for the progress bar: each agent's reward, P̂ and ω from its first partner, and the step time."""
+    p_hat, rho = capability.p_hat(), capability.loss_weights()
+    parts = []
+    for i, name in enumerate(names):
+        text = f"{name}: r={float(pool[i].rewards.mean()):.2f} P̂={float(p_hat[i]):.2f}"
+        partner = next((j for j in range(len(names)) if j != i), None)
+        parts.append(text + (f" ω={float(rho[i, partner]):.2f}" if partner is not None else ""))
     return " | ".join(parts) + f" | {step_time:.2f}s/step"

@@ -7,6 +7,7 @@ declared order (C1), each block ordered prompt-major, so `minibatch_schedule` gi
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -19,6 +20,9 @@ from hacrl_exp.algo import (
 )
 from hacrl_exp.exchange import retokenize
 from hacrl_exp.graph import Edge
+from hacrl_exp.rollout.base import SamplingSettings
+from hacrl_exp.scoring import batched_response_logprobs
+from hacrl_exp.tasks.base import Problem, Task
 
 
 @dataclass
@@ -136,4 +140,37 @@ def build_learner_batch(
         old_token_logp=old_tokens,
         ref_token_logp=ref_tokens,
         block_sizes=sizes,
+    )
+
+
+def collect_rollouts(
+    agent,
+    index: int,
+    problems: list[Problem],
+    group: int,
+    sampling: SamplingSettings,
+    task: Task,
+    score_batch_size: int,
+    times: dict[str, float],
+) -> SourceRollouts:
+    """Phases 1–3 for one agent: sample G responses per prompt, grade them, and score them with the
+    agent's own training model before any update of the step (the source's old log-probs, spec §1.2);
+    also the reference log-probs when the KL term is on. Adds the seconds of each phase to `times`."""
+    started = time.perf_counter()
+    prompt_ids = [agent.prompt_ids(p.prompt) for p in problems]
+    rollouts = agent.engine.generate(prompt_ids, group, sampling)
+    prompt_index = [r // group for r in range(len(rollouts))]
+    graded = time.perf_counter()
+    grades = task.grade(rollouts.texts, [problems[p] for p in prompt_index])
+    rewards = torch.tensor([g.reward for g in grades], dtype=torch.float64)
+    scored = time.perf_counter()
+    args = (rollouts.prompt_ids, rollouts.response_ids, agent.pad_id, score_batch_size)
+    old = batched_response_logprobs(agent.model, *args)
+    ref = batched_response_logprobs(agent.reference, *args) if agent.reference is not None else None
+    done = time.perf_counter()
+    times["generate"] += graded - started
+    times["reward"] += scored - graded
+    times["score_own"] += done - scored
+    return SourceRollouts(
+        index, prompt_index, rollouts.prompt_ids, rollouts.response_ids, rollouts.texts, rewards, old, ref
     )

@@ -20,7 +20,6 @@ from hacrl_exp.agents.warmstart import (
 )
 from hacrl_exp.tasks.arithmetic import ALPHABET, ArithmeticTask
 
-torch.set_num_threads(1)
 TASK = ArithmeticTask(eval_per_tier=10)
 TOKENIZERS = {
     "char": build_tokenizer("char", ALPHABET),

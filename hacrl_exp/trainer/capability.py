@@ -1,0 +1,73 @@
+"""Capability estimates of a run: the batch-level tracker (paper) and one tracker per task category.
+
+The per-category trackers are always updated and logged; `scope="category"` (our extension) also uses
+them for each prompt's baseline and loss weights, so a partner weaker overall but stronger on one
+category is not mis-weighted there. A category's window advances only on steps where it appears.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from hacrl_exp.algo import CapabilityTracker
+
+
+class CapabilityEstimates:
+    def __init__(self, n_agents: int, categories: list[str], window: int, warmup_steps: int, scope: str) -> None:
+        def tracker() -> CapabilityTracker:
+            return CapabilityTracker(n_agents, window, warmup_steps=warmup_steps)
+
+        self.scope, self.batch = scope, tracker()
+        self.by_category = {c: tracker() for c in categories}
+        self.last_category_accuracy: dict[str, list[float]] = {}
+
+    def update(self, rewards: list[torch.Tensor], categories: list[str]) -> None:
+        """One update per step, before any advantage (spec §2.2).
+
+        rewards: one (rows,) tensor per agent, rows aligned with `categories` (each row's prompt category).
+        Accuracy = share of responses with R > 0, which equals the mean reward for 0/1 rewards.
+        """
+        self.batch.update([float((r > 0).double().mean()) for r in rewards])
+        self.last_category_accuracy = {}
+        for category, tracker in self.by_category.items():
+            rows = torch.tensor([c == category for c in categories])
+            if bool(rows.any()):
+                accuracy = [float((r[rows] > 0).double().mean()) for r in rewards]
+                tracker.update(accuracy)
+                self.last_category_accuracy[category] = accuracy
+
+    def loss_weights(self, prompt_categories: list[str]) -> torch.Tensor:
+        """ρ[k, j] (N, N) in batch scope, or ρ[k, p, j] (N, P, N) per prompt in category scope."""
+        if self.scope == "category":
+            return torch.stack([self.by_category[c].loss_weights() for c in prompt_categories], dim=1)
+        return self.batch.loss_weights()
+
+    def metrics(self, agent: int, names: list[str]) -> dict[str, float]:
+        """P̂, ω = ρ(j→k) and baseline weights of one agent, overall and per category."""
+        rho = self.batch.loss_weights()
+        metrics = {"capability/p_hat": float(self.batch.p_hat()[agent])}
+        for j, source in enumerate(names):
+            if j != agent:
+                metrics[f"omega/{source}"] = float(rho[agent, j])
+                metrics[f"baseline_weight/{source}"] = float(1.0 / rho[agent, j])
+        for category, tracker in self.by_category.items():
+            metrics[f"capability/{category}/p_hat"] = float(tracker.p_hat()[agent])
+            if category in self.last_category_accuracy:
+                metrics[f"capability/{category}/accuracy"] = self.last_category_accuracy[category][agent]
+            if self.scope == "category":  # the ω actually used for this category's prompts
+                category_rho = tracker.loss_weights()
+                for j, source in enumerate(names):
+                    if j != agent:
+                        metrics[f"capability/{category}/omega/{source}"] = float(category_rho[agent, j])
+        return metrics
+
+    def state_dict(self) -> dict:
+        return {
+            "batch": self.batch.state_dict(),
+            "by_category": {c: t.state_dict() for c, t in self.by_category.items()},
+        }
+
+    def load_state_dict(self, state: dict) -> None:
+        self.batch.load_state_dict(state["batch"])
+        for category, tracker_state in state["by_category"].items():
+            self.by_category[category].load_state_dict(tracker_state)
