@@ -7,6 +7,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import torch
+import transformers
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hacrl_exp.agents.agent import Agent, build_agent, load_pretrained
@@ -74,6 +75,7 @@ def tiny_model(name: str, cfg: AgentConfig, task, config: Config, index: int):
 
 def make_agents(config: Config, task, device: torch.device) -> list[Agent]:
     """Agents in declared order, each with its model, tokenizer, optimizer, engine and (if KL) reference."""
+    transformers.utils.logging.disable_progress_bar()  # per-file load/save bars would drown the run's own bar
     agents = []
     for index, (name, cfg) in enumerate(config.agents.members.items()):
         if cfg.model.source == "pretrained":

@@ -1,0 +1,185 @@
+"""Gold agreement: grade every benchmark's gold solution text against its gold answer with the real grader.
+
+    python -m hacrl_exp.evaluation.gold [--data-dir DIR] [--benchmarks math500 gsm8k ...] [--limit N] [--workers 2]
+
+For each benchmark whose YAML has a `gold` block, the gold text (a template over the row's fields) goes through the
+benchmark's gold extractor and then its grader. agreement = rows whose text the grader accepts / rows with a solution.
+A row agrees when the grader accepts one of the extracted candidates (most extractors give one). By default math-verify
+sees every pair (`--fast-path` adds MathGrader's string shortcut, as in evaluation). Prints a table, then each
+disagreement with its reason; exits 1 when a benchmark is below its threshold, 2 on bad input.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.evaluation.data import load_problems
+from hacrl_exp.evaluation.extract import GOLD_EXTRACTORS
+from hacrl_exp.evaluation.grading import Scorer
+from hacrl_exp.evaluation.report import markdown_table, shorten
+from hacrl_exp.evaluation.spec import BenchmarkSpec, known_benchmarks, load_benchmark
+from hacrl_exp.tasks.base import Problem
+from hacrl_exp.tasks.math import DataError
+
+
+@dataclass
+class Disagreement:
+    """A gold solution the grader did not accept: why, the gold answer, and what was extracted."""
+
+    id: str
+    reason: str
+    answer: str
+    extracted: list[str]
+
+
+@dataclass
+class GoldReport:
+    """Agreement of one benchmark's gold solutions with its gold answers."""
+
+    benchmark: str
+    rows: int
+    agreed: int
+    threshold: float
+    seconds: float
+    skipped: int = 0
+    """Rows without a solution (not counted)."""
+    reasons: dict[str, int] = field(default_factory=dict)
+    disagreements: list[Disagreement] = field(default_factory=list)
+
+    @property
+    def agreement(self) -> float:
+        return self.agreed / self.rows if self.rows else float("nan")
+
+    @property
+    def passed(self) -> bool:
+        return self.rows > 0 and self.agreement >= self.threshold
+
+
+def gold_text(spec: BenchmarkSpec, problem: Problem) -> str:
+    """The benchmark's gold text template filled with the row's fields (solution, answer, answer_raw, ...)."""
+    fields = {**problem.meta, "solution": problem.solution, "answer": problem.answer, "id": problem.id}
+    try:
+        return spec.gold.text.format_map(fields)
+    except KeyError as exc:
+        raise DataError(f"benchmark {spec.name}: gold.text needs field {exc} that row {problem.id!r} lacks") from None
+
+
+def gold_candidates(spec: BenchmarkSpec, problem: Problem) -> list[str]:
+    """Candidate answers of a row's gold text, and of each text in its `gold.more_texts` list field."""
+    extract = GOLD_EXTRACTORS[spec.gold.extractor]
+    more = problem.meta.get(spec.gold.more_texts) if spec.gold.more_texts else None
+    texts = [gold_text(spec, problem), *(t for t in more or [] if isinstance(t, str))]
+    return list(dict.fromkeys(c for text in texts for c in extract(text)))
+
+
+def check_gold(spec: BenchmarkSpec, problems: list[Problem], scorer: Scorer) -> GoldReport:
+    """Grade each problem's gold text (see module docstring) with the benchmark's own grader."""
+    started = time.perf_counter()
+    usable = [p for p in problems if p.solution]
+    candidates = [gold_candidates(spec, p) for p in usable]
+    flat = [(i, c) for i, cands in enumerate(candidates) for c in cands if len(cands) == 1 or _plausible(c, usable[i])]
+    grades = scorer.grade(spec.grader, [c for _, c in flat], [usable[i].answer for i, _ in flat])
+    reasons_of: list[list[str]] = [[] for _ in usable]
+    for (i, _), grade in zip(flat, grades):
+        reasons_of[i].append(grade.reason)
+    report = GoldReport(spec.name, len(usable), 0, spec.gold.threshold, 0.0, skipped=len(problems) - len(usable))
+    for problem, cands, reasons in zip(usable, candidates, reasons_of):
+        if "correct" in reasons:
+            report.agreed += 1
+            continue
+        reason = next((r for r in ("timeout", "grader_error", "wrong") if r in reasons), "no_answer")
+        report.reasons[reason] = report.reasons.get(reason, 0) + 1
+        report.disagreements.append(Disagreement(problem.id, reason, problem.answer, cands))
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+_COMMANDS = re.compile(r"\\(?:text|mathrm|operatorname)\s*\{[^{}]*\}|\\[A-Za-z]+")
+
+
+def _letters(text: str) -> set[str]:
+    return set(re.findall(r"[A-Za-z]", _COMMANDS.sub(" ", text)))
+
+
+def _plausible(candidate: str, problem: Problem) -> bool:
+    """Cheap filter for multi-candidate extractors: a candidate naming a variable the gold answer lacks cannot
+    equal it, so math-verify is not asked (it is counted as not agreeing)."""
+    return _letters(candidate) <= _letters(problem.answer)
+
+
+def gold_benchmarks() -> list[str]:
+    """Benchmarks whose YAML defines a gold check."""
+    return [name for name in known_benchmarks() if load_benchmark(name).gold is not None]
+
+
+def run(args: argparse.Namespace) -> list[GoldReport]:
+    """Load, check and print every requested benchmark; returns the reports."""
+    names = args.benchmarks or [n for n in gold_benchmarks() if not n.endswith(("_sampled", "_bare"))]
+    specs = [load_benchmark(n) for n in names]
+    for spec in specs:
+        if spec.gold is None:
+            raise ConfigError(f"benchmark {spec.name} has no gold block; choose from {gold_benchmarks()}")
+    data = [load_problems(s, args.data_dir, args.limit, args.source) for s in specs]  # bad data fails before grading
+    reports = []
+    with Scorer(timeout_s=args.timeout, workers=args.workers) as scorer:
+        scorer.math.fast_path = args.fast_path
+        scorer.math.start()
+        for spec, problems in zip(specs, data):
+            reports.append(check_gold(spec, problems, scorer))
+            print(f"{spec.name}: {reports[-1].agreed}/{reports[-1].rows} in {reports[-1].seconds:.1f} s", flush=True)
+    print_reports(reports, args.show)
+    if args.json:
+        payload = [{**asdict(r), "agreement": r.agreement, "passed": r.passed} for r in reports]
+        Path(args.json).write_text(json.dumps(payload, indent=1))
+    return reports
+
+
+def print_reports(reports: list[GoldReport], show: int) -> None:
+    """The agreement table, then up to `show` disagreements per benchmark."""
+    rows = [
+        [r.benchmark, r.rows, r.agreed, f"{100 * r.agreement:.2f}%", f"{100 * r.threshold:.0f}%",
+         "pass" if r.passed else "FAIL", " ".join(f"{k}={v}" for k, v in sorted(r.reasons.items())) or "-",
+         f"{r.seconds:.1f}"]
+        for r in reports
+    ]  # fmt: skip
+    headers = ["benchmark", "rows", "agree", "agreement", "threshold", "result", "disagreements", "seconds"]
+    print("\n" + markdown_table(headers, rows))
+    for r in reports:
+        if r.disagreements and show:
+            print(f"\n{r.benchmark}: {len(r.disagreements)} disagreements (first {min(show, len(r.disagreements))})")
+            for d in r.disagreements[:show]:
+                seen = "; ".join(shorten(c, 40) for c in d.extracted[:3]) or "(nothing extracted)"
+                print(f"  {d.id}  {d.reason:<9} gold={shorten(d.answer, 50)}  extracted={seen}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hacrl_exp.evaluation.gold", description=__doc__.splitlines()[0])
+    parser.add_argument("--data-dir", default=None, help="JSONL folder (default: $HACRL_DATA_DIR)")
+    parser.add_argument("--benchmarks", nargs="*", default=None, help="default: every benchmark with a gold block")
+    parser.add_argument("--limit", type=int, default=None, help="first N rows of each benchmark")
+    parser.add_argument("--source", default="local", choices=["local", "hf", "auto"])
+    parser.add_argument("--workers", type=int, default=2, help="grader worker processes")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per answer")
+    parser.add_argument("--fast-path", action="store_true", help="accept equal normalised strings without math-verify")
+    parser.add_argument("--show", type=int, default=20, help="disagreements listed per benchmark")
+    parser.add_argument("--json", default=None, help="also write the reports to this JSON file")
+    args = parser.parse_args(argv)
+    with exit_on_bad_input(ConfigError, DataError):
+        if args.limit is not None and args.limit < 1:
+            raise ConfigError(f"--limit={args.limit} must be >= 1")
+        reports = run(args)
+    failed = [r.benchmark for r in reports if not r.passed]
+    if failed:
+        print(f"\nFAIL: below threshold: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
