@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
+from hacrl_exp.algo.algorithms import Mechanisms
+
 
 def rng(low: float | None = None, high: float | None = None, *, high_open: bool = False, low_open: bool = False):
     """Field metadata: the inclusive (or open) range a numeric value must lie in."""
@@ -116,20 +118,6 @@ class AlgorithmConfig:
 
 
 @dataclass
-class MechanismsConfig:
-    capability_advantage: bool = True
-    """§2.1: ω-weighted joint baseline; off = unweighted joint mean ("HACPO − Adv")."""
-    omega: bool = True
-    """§2.2: ρ(j→k) multiplies cross samples in the loss; off = weight 1 ("HACPO − ω")."""
-    exponential_is: bool = True
-    """§2.3: the sg[c]^α factor; off = α 0."""
-    stepwise: bool = True
-    """§2.4: the lower bound rises per update; off = static [1 − δ, 1]."""
-    clip: bool = True
-    """Cross clipping at all; off = the "no Clip" ablation."""
-
-
-@dataclass
 class TaskConfig:
     name: str = "arithmetic"
     """arithmetic (embedded, no download) | math (JSONL or HF dataset)."""
@@ -210,7 +198,8 @@ class Config:
     seed: int = 0
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    mechanisms: MechanismsConfig = field(default_factory=MechanismsConfig)
+    mechanisms: Mechanisms = field(default_factory=Mechanisms)
+    """HACPO's mechanism switches (hacrl_exp.algo.Mechanisms): false = that ablation."""
     task: TaskConfig = field(default_factory=TaskConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

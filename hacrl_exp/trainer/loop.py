@@ -21,7 +21,7 @@ import torch
 from tqdm.auto import tqdm
 
 from hacrl_exp.agents.factory import make_agents
-from hacrl_exp.algo import Mechanisms, get_algorithm
+from hacrl_exp.algo import get_algorithm
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.graph import graph_from_config
@@ -67,7 +67,7 @@ def _train(config: Config, output_dir: Path, task) -> dict:
         output_dir = checkpoint.parent.parent  # continue in the interrupted run's folder
     output_dir.mkdir(parents=True, exist_ok=True)
     algorithm = get_algorithm(algo_cfg.name)
-    mechanisms = Mechanisms(**asdict(config.mechanisms))
+    mechanisms = config.mechanisms
     graph = graph_from_config(config.agents, algo_cfg.alpha)
     names = list(graph.names)
     agents = make_agents(config, task, resolve_device(trainer.device))
