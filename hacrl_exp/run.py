@@ -20,9 +20,10 @@ from hacrl_exp.errors import ConfigError, exit_on_bad_input
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def hydra_main(cfg: DictConfig) -> None:
+    from hacrl_exp.tasks.math import DataError
     from hacrl_exp.trainer.loop import train  # heavy imports only once the config is valid
 
-    with exit_on_bad_input(ConfigError):
+    with exit_on_bad_input(ConfigError, DataError):
         config = validate(cfg)
         output_dir = Path(config.trainer.output_dir or HydraConfig.get().runtime.output_dir)
         summary = train(config, output_dir)

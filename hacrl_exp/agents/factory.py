@@ -14,6 +14,7 @@ from hacrl_exp.agents.agent import Agent, build_agent, load_pretrained
 from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
 from hacrl_exp.agents.warmstart import warm_start_cached
 from hacrl_exp.config.schema import AgentConfig, Config
+from hacrl_exp.errors import ConfigError
 
 BPE_CORPUS_SIZE = 2000
 
@@ -81,7 +82,20 @@ def make_agents(config: Config, task, device: torch.device) -> list[Agent]:
         if cfg.model.source == "pretrained":
             model, tokenizer = load_pretrained(name, cfg)
         else:
-            model, tokenizer = tiny_model(name, cfg, task, config, index)
+            try:
+                model, tokenizer = tiny_model(name, cfg, task, config, index)
+            except ValueError as exc:  # sizes that do not fit the task, e.g. a BPE vocabulary below its alphabet
+                raise ConfigError(f"agents.members.{name}: {exc}") from None
+        # prompt + response must fit the model's positions; keep the end of long prompts (the question)
+        positions = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+        prompt_limit = config.task.max_prompt_tokens
+        if positions:
+            prompt_limit = min(prompt_limit, positions - config.rollout.max_new_tokens)
+            if prompt_limit < 8:
+                raise ConfigError(
+                    f"rollout.max_new_tokens={config.rollout.max_new_tokens} leaves no room for a prompt in "
+                    f"agents.members.{name}'s {positions} positions; raise model.max_positions or lower it"
+                )
         agents.append(
             build_agent(
                 name,
@@ -90,7 +104,7 @@ def make_agents(config: Config, task, device: torch.device) -> list[Agent]:
                 tokenizer,
                 device=device,
                 kl_coef=config.algorithm.kl_coef,
-                max_prompt_tokens=config.task.max_prompt_tokens,
+                max_prompt_tokens=prompt_limit,
                 max_batch_size=config.rollout.max_batch_size,
             )
         )

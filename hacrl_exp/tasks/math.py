@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import string
 from collections.abc import Iterator, Sequence
 from functools import cached_property
 from pathlib import Path
@@ -259,6 +260,21 @@ class MathTask:
             epoch, pos = divmod(g, size)
             out.append(self.train_set[int(self._perm(epoch)[pos])])
         return out
+
+    alphabet = "".join(c for c in string.printable if c not in "<>\r\x0b\x0c")
+    """Characters for tiny agents' locally built tokenizers; anything else, '<' and '>' included, is <unk>."""
+
+    def supervised_examples(self, n: int, seed: int = 0) -> list[Problem]:
+        """n training problems that carry a worked solution, in a seeded order (warm start of tiny agents)."""
+        with_solution = [p for p in self.train_set if p.solution]
+        if not with_solution:
+            raise DataError("the training data has no `solution` fields; set the agents' warm_start.steps=0")
+        order = np.random.default_rng([seed, 7]).permutation(len(with_solution))
+        return [with_solution[int(order[i % len(order)])] for i in range(n)]
+
+    def sample_texts(self, n: int, seed: int = 0) -> list[str]:
+        """Prompt + solution texts, for training a BPE tokenizer."""
+        return [p.prompt + (p.solution or p.answer) for p in self.supervised_examples(n, seed)]
 
     def eval_problems(self) -> list[Problem]:
         """The fixed held-out set (first `eval_limit` rows of the eval data, or all)."""

@@ -2,6 +2,7 @@
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -139,3 +140,19 @@ def test_options_run(tmp_path, extra, agents):
         frozen = [r for r in agent_rows if r["agent"] == "gpt2_bpe"]
         assert frozen and all("updates" not in r for r in frozen)  # shares rollouts, never learns
         assert any("cross/gpt2_bpe/ratio_mean" in r for r in agent_rows if r["agent"] == "opt_char")
+
+
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "math_train.jsonl").is_file(), reason="../shared/data is not present")
+def test_math_task_trains_a_step_on_local_jsonl(tmp_path):
+    """Task (b): MATH JSONL, the paper's prompt, math-verify rewards in worker processes (tiny agents score 0)."""
+    extra = ["task=math", f"task.data_dir={SHARED_DATA}", "task.eval_limit=4", "task.max_prompt_tokens=96",
+             "tracking.backend=none"]
+    for name in ("opt_char", "gpt2_bpe"):
+        extra += [f"agents.members.{name}.warm_start.steps=0", f"agents.members.{name}.model.max_positions=160"]
+    extra.append("agents.members.gpt2_bpe.tokenizer.vocab_size=160")  # the math alphabet has ~95 characters
+    summary, rows = run(tmp_path, *extra, steps=1)
+    assert summary["last_step"] == 1
+    assert {r["agent"] for r in rows if "reward/mean" in r} == {"opt_char", "gpt2_bpe"}
