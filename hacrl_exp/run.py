@@ -33,9 +33,40 @@ def hydra_main(cfg: DictConfig) -> None:
     print(f"{summary['seconds_per_step']:.3f} s/step; outputs in {summary['output_dir']}")
 
 
+# Hydra flags that take a value as the next argument (the value is not an override)
+FLAGS_WITH_VALUE = {
+    "--cfg",
+    "-c",
+    "--package",
+    "-p",
+    "--config-name",
+    "-cn",
+    "--config-path",
+    "-cp",
+    "--config-dir",
+    "-cd",
+    "--info",
+    "-i",
+    "--experimental-rerun",
+}
+
+
+def overrides_of(argv: list[str]) -> list[str]:
+    """The key=value overrides of a Hydra command line, without its flags and their values."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg.startswith("-"):
+            skip = arg in FLAGS_WITH_VALUE
+        else:
+            out.append(arg)
+    return out
+
+
 def main() -> None:
     with exit_on_bad_input(ConfigError):
-        preflight([a for a in sys.argv[1:] if not a.startswith("-")], "config")
+        preflight(overrides_of(sys.argv[1:]), "config")
     hydra_main()
 
 

@@ -81,3 +81,10 @@ def test_bad_input_exits_2_with_one_line(tmp_path):
 
 def test_config_dir_is_the_repo_conf():
     assert (CONFIG_DIR / "config.yaml").is_file()
+
+
+def test_hydra_flags_are_not_overrides():
+    from hacrl_exp.run import overrides_of
+
+    argv = ["-m", "--cfg", "job", "agents=pair", "--config-name", "config", "trainer.steps=3"]
+    assert overrides_of(argv) == ["agents=pair", "trainer.steps=3"]
