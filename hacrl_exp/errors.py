@@ -13,6 +13,10 @@ class ConfigError(ValueError):
     """A config key, value or path is wrong. The message names the key and how to fix it."""
 
 
+class NumericsError(RuntimeError):
+    """Training produced non-finite gradients for too many consecutive steps; the run stops cleanly."""
+
+
 @contextmanager
 def exit_on_bad_input(*errors: type[BaseException]) -> Iterator[None]:
     """Turn the given exception types (ConfigError by default) into one stderr line and exit code 2."""

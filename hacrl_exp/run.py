@@ -15,7 +15,7 @@ from omegaconf import DictConfig
 
 from hacrl_exp.config.preflight import CONFIG_DIR, preflight
 from hacrl_exp.config.validate import validate
-from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.errors import ConfigError, NumericsError, exit_on_bad_input
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
@@ -23,7 +23,7 @@ def hydra_main(cfg: DictConfig) -> None:
     from hacrl_exp.tasks.math import DataError
     from hacrl_exp.trainer.loop import train  # heavy imports only once the config is valid
 
-    with exit_on_bad_input(ConfigError, DataError):
+    with exit_on_bad_input(ConfigError, DataError, NumericsError):
         config = validate(cfg)
         output_dir = Path(config.trainer.output_dir or HydraConfig.get().runtime.output_dir)
         summary = train(config, output_dir)

@@ -160,6 +160,8 @@ class TrainerConfig:
     """Optimizer updates per block of prompts·G rows: a learner with N blocks makes N× that many (spec §1.6)."""
     micro_batch_size: int = field(default=64, metadata=rng(1, 1_000_000))
     max_grad_norm: float = field(default=1.0, metadata=rng(0, 1e6, low_open=True))
+    max_bad_steps: int = field(default=5, metadata=rng(1, 1_000_000))
+    """Abort after this many consecutive steps in which a learner skipped every update (NaN/inf gradients)."""
     eval_every: int = field(default=25, metadata=rng(0, 10_000_000))
     """Greedy held-out evaluation every N steps (and at start and end); 0 = only at start and end."""
     eval_limit: Optional[int] = None

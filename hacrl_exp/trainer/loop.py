@@ -23,7 +23,7 @@ from tqdm.auto import tqdm
 from hacrl_exp.agents.factory import make_agents
 from hacrl_exp.algo import get_algorithm
 from hacrl_exp.config.schema import Config
-from hacrl_exp.errors import ConfigError
+from hacrl_exp.errors import ConfigError, NumericsError
 from hacrl_exp.graph import graph_from_config
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks import build_task
@@ -115,6 +115,7 @@ def _train(config: Config, output_dir: Path, task) -> dict:
     if start_step == 0:
         evaluate(0)
     step_times: list[float] = []
+    bad_steps = 0  # consecutive steps in which some learner skipped every update (NaN/inf)
     bar = tqdm(range(start_step + 1, trainer.steps + 1), disable=not trainer.progress, desc=algo_cfg.name)
     for step in bar:
         times = dict.fromkeys(PHASES, 0.0)
@@ -158,6 +159,18 @@ def _train(config: Config, output_dir: Path, task) -> dict:
             t = time.perf_counter()
             step_metrics[learner] = update_learner(agents[k], batch, names, algorithm, algo_cfg, mechanisms, trainer)
             times["update"] += time.perf_counter() - t
+
+        bad = [n for n in graph.learners if step_metrics[n]["skipped_updates"] == step_metrics[n]["updates"]]
+        bad_steps = bad_steps + 1 if bad else 0
+        if bad_steps >= trainer.max_bad_steps:
+            for name in names:
+                log.add(step, step_metrics[name], name, tracker)
+            log.flush(tracker)
+            tracker.close("FAILED")
+            raise NumericsError(
+                f"{bad_steps} consecutive steps had non-finite gradients for {bad} (every update skipped); "
+                "lower the agents' lr, check trainer.max_grad_norm, or raise trainer.max_bad_steps"
+            )
 
         # 7 LOG
         step_time = time.perf_counter() - started

@@ -6,6 +6,7 @@ meet L_u = min(1, 1 − δ + u·δ_step). Micro-batches accumulate gradients to 
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 import torch
@@ -54,6 +55,7 @@ def update_learner(
     weights = torch.empty(len(batch), dtype=torch.float64)
     params = [p for p in agent.model.parameters() if p.requires_grad]
 
+    skipped = 0
     for mb in schedule:
         lower = stepwise_lower_bound(mb.u, algo_cfg.delta, delta_step)
         agent.optimizer.zero_grad(set_to_none=True)
@@ -110,18 +112,20 @@ def update_learner(
         if n_self and algo_cfg.kl_coef > 0:
             stats["kl"].append(mb_kl)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, trainer.max_grad_norm)
-        if torch.isfinite(grad_norm):
+        if torch.isfinite(grad_norm):  # NaN/inf anywhere in the loss or log-probs shows up here
             agent.optimizer.step()
+            stats["grad_norm"].append(float(grad_norm))
         else:
-            stats["skipped_updates"].append(1.0)
-        stats["grad_norm"].append(float(grad_norm))
+            skipped += 1
+            agent.optimizer.zero_grad(set_to_none=True)
         cross_rows = ~batch.is_self[mb.start : mb.stop]
         if bool(cross_rows.any()):
             window = in_window[mb.start : mb.stop][cross_rows].double().mean()
             stats[f"cross/in_window_u{mb.u}"].append(float(window))
 
-    metrics = {key: sum(v) / len(v) for key, v in stats.items()}
+    metrics = {key: sum(v) / len(v) for key, v in stats.items() if all(map(math.isfinite, v))}
     metrics["updates"] = float(len(schedule))
+    metrics["skipped_updates"] = float(skipped)
     for source in batch.source[~batch.is_self].unique().tolist():
         rows = batch.source == source
         prefix = f"cross/{names[source]}"

@@ -10,8 +10,16 @@ from tests.e2e.tiny import tiny_overrides
 
 def test_design_card_multirun(tmp_path):
     overrides = [o for o in tiny_overrides("three_way", steps=2) if not o.startswith("agents=")]
-    command = [sys.executable, "-m", "hacrl_exp.run", "-m", "agents=three_way", "mechanisms.omega=false",
-               *overrides, f"hydra.sweep.dir={tmp_path}"]
+    command = [
+        sys.executable,
+        "-m",
+        "hacrl_exp.run",
+        "-m",
+        "agents=three_way",
+        "mechanisms.omega=false",
+        *overrides,
+        f"hydra.sweep.dir={tmp_path}",
+    ]
     result = subprocess.run(command, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stderr[-2000:]
     summaries = sorted(Path(tmp_path).glob("*/summary.json"))

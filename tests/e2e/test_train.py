@@ -148,11 +148,31 @@ SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 @pytest.mark.skipif(not (SHARED_DATA / "math_train.jsonl").is_file(), reason="../shared/data is not present")
 def test_math_task_trains_a_step_on_local_jsonl(tmp_path):
     """Task (b): MATH JSONL, the paper's prompt, math-verify rewards in worker processes (tiny agents score 0)."""
-    extra = ["task=math", f"task.data_dir={SHARED_DATA}", "task.eval_limit=4", "task.max_prompt_tokens=96",
-             "tracking.backend=none"]
+    extra = [
+        "task=math",
+        f"task.data_dir={SHARED_DATA}",
+        "task.eval_limit=4",
+        "task.max_prompt_tokens=96",
+        "tracking.backend=none",
+    ]
     for name in ("opt_char", "gpt2_bpe"):
         extra += [f"agents.members.{name}.warm_start.steps=0", f"agents.members.{name}.model.max_positions=160"]
     extra.append("agents.members.gpt2_bpe.tokenizer.vocab_size=160")  # the math alphabet has ~95 characters
     summary, rows = run(tmp_path, *extra, steps=1)
     assert summary["last_step"] == 1
     assert {r["agent"] for r in rows if "reward/mean" in r} == {"opt_char", "gpt2_bpe"}
+
+
+def test_non_finite_updates_are_skipped_then_the_run_aborts(tmp_path, monkeypatch):
+    """Fault injection: NaN log-ratios make every update non-finite; steps are skipped, then the run stops."""
+    import hacrl_exp.trainer.update as update
+    from hacrl_exp.errors import NumericsError
+
+    real = update.sequence_log_ratio
+    monkeypatch.setattr(update, "sequence_log_ratio", lambda *a, **k: real(*a, **k) * float("nan"))
+    config = preflight(tiny_overrides("pair", steps=5) + ["tracking.backend=none", "trainer.max_bad_steps=2"])
+    with pytest.raises(NumericsError, match="2 consecutive steps"):
+        train(config, tmp_path)
+    rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "skipped_updates" in r]
+    assert {r["step"] for r in rows} == {1, 2}  # both bad steps are logged before the run stops
+    assert all(r["skipped_updates"] == r["updates"] == 4 for r in rows)
