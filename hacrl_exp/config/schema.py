@@ -165,6 +165,10 @@ class TrainerConfig:
     eval_every: int = field(default=25, metadata=rng(0, 10_000_000))
     """Greedy held-out evaluation every N steps (and at start and end); 0 = only at start and end."""
     eval_limit: Optional[int] = None
+    eval_benchmarks: List[str] = field(default_factory=list)
+    """Benchmarks of evaluation/ (e.g. [math500]) also scored at every evaluation, through hacrl_exp.evaluation."""
+    eval_benchmark_limit: Optional[int] = None
+    """First N problems of each of eval_benchmarks."""
     checkpoint_every: int = field(default=0, metadata=rng(0, 10_000_000))
     """Checkpoint every N steps (and at the end); 0 = only at the end."""
     keep_checkpoints: int = field(default=2, metadata=rng(1, 10_000))

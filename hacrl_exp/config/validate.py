@@ -167,6 +167,15 @@ def _check_semantics(config: Config) -> None:
                 f"num_heads={agent.model.num_heads}; pick a divisor"
             )
     trainer = config.trainer
+    if trainer.eval_benchmarks:
+        from hacrl_exp.evaluation.spec import known_benchmarks
+
+        known = known_benchmarks()
+        for name in trainer.eval_benchmarks:
+            if name not in known:
+                raise ConfigError(
+                    f"trainer.eval_benchmarks has {name!r}, not a benchmark of evaluation/; known: {known}"
+                )
     block = trainer.prompts_per_step * trainer.group_size
     if block % trainer.minibatches_per_block:
         raise ConfigError(

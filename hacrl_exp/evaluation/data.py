@@ -21,6 +21,7 @@ from hacrl_exp.tasks.base import Problem
 from hacrl_exp.tasks.math import DATA_DIR_ENV, DataError, _jsonl_records
 
 SOURCES = ("auto", "local", "hf")
+FIELD_TARGETS = ("id", "problem", "answer", "category", "solution")
 _DOLLAR = re.compile(r"(?<!\\)\$")
 _PERCENT = re.compile(r"(?<!\\)%")
 
@@ -42,7 +43,9 @@ def data_folder(data_dir: str | os.PathLike | None) -> Path | None:
     folder = Path(os.path.expanduser(os.fspath(raw)))
     if not folder.is_dir():
         origin = "data_dir" if data_dir not in (None, "") else DATA_DIR_ENV
-        raise ConfigError(f"{origin}={os.fspath(raw)!r} is not a folder. Point it at the folder holding the JSONL files.")
+        raise ConfigError(
+            f"{origin}={os.fspath(raw)!r} is not a folder. Point it at the folder holding the JSONL files."
+        )
     return folder
 
 
@@ -105,7 +108,9 @@ def _problem(spec: BenchmarkSpec, row: dict, where: str, fields: dict, seen: dic
     problem, answer = text("problem", True), clean_answer(text("answer", True).strip(), spec.answer_cleanup)
     pid = text("id", False) or f"{spec.name}-{lineno - 1}"
     if pid in seen:
-        raise DataError(f"benchmark {spec.name}: {where}: duplicate id {pid!r} (first at {seen[pid]}). Make ids unique.")
+        raise DataError(
+            f"benchmark {spec.name}: {where}: duplicate id {pid!r} (first at {seen[pid]}). Make ids unique."
+        )
     seen[pid] = where
     used = {n for n in fields.values() if n}
     meta = {k: v for k, v in row.items() if k not in used}
@@ -154,9 +159,6 @@ def _hf_rows(spec: BenchmarkSpec) -> Iterator[tuple[int, dict]]:
             if target not in FIELD_TARGETS:
                 row[target] = row.pop(f"_derived_{target}")
         yield i, row
-
-
-FIELD_TARGETS = ("id", "problem", "answer", "category", "solution")
 
 
 def _embedded(spec: BenchmarkSpec, limit: int | None) -> list[Problem]:

@@ -5,7 +5,8 @@ Three registries, each name -> function:
 - GOLD_EXTRACTORS read a gold solution for the gold-agreement check: `text -> candidate answers` (agreement means the
   grader accepts one of them; most extractors give at most one).
 - SOURCE_EXTRACTORS derive a field of a Hugging Face row (e.g. GSM8K's answer after `####`): `text -> str or None`.
-Every function runs in linear time on hostile text (bounded regexes, `rfind`, brace matching in `boxed.py`).
+Response extractors run in linear time on hostile text (`rfind` and brace matching in `boxed.py`); the prose extractor
+for (trusted) gold solutions bounds its work by skipping long spans and capping candidates.
 """
 
 from __future__ import annotations
@@ -100,7 +101,9 @@ _ENVIRONMENT = re.compile(r"\\(?:begin|end)\{[a-z*]+\}(?:\{[^{}]*\})?|\\(?:quad|
 _SENTENCE = re.compile(r"\n\s*\n|(?<=[.!?])\s+(?=[A-Z(])")
 _RELATION = re.compile(r"=|\\in(?![A-Za-z])|\\approx|\\doteq|\\equiv|:")
 _PROSE_NUMBER = re.compile(r"(?<![\w.^_])-?\d+(?:\.\d+)?(?![\w])")
-_TOP_COMMA = re.compile(r",\s*(?=\\?[A-Za-z][^,=]{0,30}(?:=|\\in(?![A-Za-z])))")  # `a=2, h=-1`: a comma that starts another relation
+_TOP_COMMA = re.compile(
+    r",\s*(?=\\?[A-Za-z][^,=]{0,30}(?:=|\\in(?![A-Za-z])))"
+)  # `a=2, h=-1`: a comma that starts another relation
 _FREE_LETTER = re.compile(r"(?<!\\)\b[A-Za-z]|(?<=[\d}])[A-Za-z]")
 _VARIABLE = r"[A-Za-z](?:_\{?\w+\}?)?"
 _BOUNDS = (
@@ -146,11 +149,12 @@ def _span_values(body: str) -> list[tuple[str, str]]:
         for part in _TOP_COMMA.split(line.strip(_EDGE_PUNCT)):
             part = part.strip(_EDGE_PUNCT)
             pieces = _RELATION.split(part)
-            value = pieces[-1].strip(_EDGE_PUNCT) if len(pieces) > 1 else as_interval(part) or part
+            short = len(part) <= MAX_SPAN  # as_interval's regex is quadratic on long text with many '<'
+            value = pieces[-1].strip(_EDGE_PUNCT) if len(pieces) > 1 else (short and as_interval(part)) or part
             if not value or len(value) > MAX_SPAN:
                 continue
             values = [value.replace("\\pm", s) for s in "+-"] if "\\pm" in value else [value]
-            out += [(part if len(part) <= MAX_SPAN else v, v) for v in values]
+            out += [(part if short else v, v) for v in values]
     return out
 
 

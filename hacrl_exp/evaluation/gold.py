@@ -52,9 +52,17 @@ class GoldReport:
     """Rows without a solution (not counted)."""
     reasons: dict[str, int] = field(default_factory=dict)
     disagreements: list[Disagreement] = field(default_factory=list)
+    quirks: int = 0
+    """Disagreeing rows on the benchmark's reviewed quirk list: left out of `agreement`, counted here."""
 
     @property
     def agreement(self) -> float:
+        """agreed / (rows − reviewed quirks); `raw_agreement` keeps every row."""
+        counted = self.rows - self.quirks
+        return self.agreed / counted if counted else float("nan")
+
+    @property
+    def raw_agreement(self) -> float:
         return self.agreed / self.rows if self.rows else float("nan")
 
     @property
@@ -90,9 +98,14 @@ def check_gold(spec: BenchmarkSpec, problems: list[Problem], scorer: Scorer) -> 
     for (i, _), grade in zip(flat, grades):
         reasons_of[i].append(grade.reason)
     report = GoldReport(spec.name, len(usable), 0, spec.gold.threshold, 0.0, skipped=len(problems) - len(usable))
+    quirks = dict(spec.gold.quirks)
     for problem, cands, reasons in zip(usable, candidates, reasons_of):
         if "correct" in reasons:
             report.agreed += 1
+            continue
+        if problem.id in quirks:
+            report.quirks += 1
+            report.disagreements.append(Disagreement(problem.id, "quirk: " + quirks[problem.id], problem.answer, cands))
             continue
         reason = next((r for r in ("timeout", "grader_error", "wrong") if r in reasons), "no_answer")
         report.reasons[reason] = report.reasons.get(reason, 0) + 1
@@ -144,12 +157,30 @@ def run(args: argparse.Namespace) -> list[GoldReport]:
 def print_reports(reports: list[GoldReport], show: int) -> None:
     """The agreement table, then up to `show` disagreements per benchmark."""
     rows = [
-        [r.benchmark, r.rows, r.agreed, f"{100 * r.agreement:.2f}%", f"{100 * r.threshold:.0f}%",
-         "pass" if r.passed else "FAIL", " ".join(f"{k}={v}" for k, v in sorted(r.reasons.items())) or "-",
-         f"{r.seconds:.1f}"]
+        [
+            r.benchmark,
+            r.rows,
+            r.agreed,
+            f"{100 * r.agreement:.2f}%",
+            f"{r.quirks} ({100 * r.raw_agreement:.2f}%)",
+            f"{100 * r.threshold:.0f}%",
+            "pass" if r.passed else "FAIL",
+            " ".join(f"{k}={v}" for k, v in sorted(r.reasons.items())) or "-",
+            f"{r.seconds:.1f}",
+        ]
         for r in reports
-    ]  # fmt: skip
-    headers = ["benchmark", "rows", "agree", "agreement", "threshold", "result", "disagreements", "seconds"]
+    ]
+    headers = [
+        "benchmark",
+        "rows",
+        "agree",
+        "agreement",
+        "reviewed quirks (raw agreement)",
+        "threshold",
+        "result",
+        "disagreements",
+        "seconds",
+    ]
     print("\n" + markdown_table(headers, rows))
     for r in reports:
         if r.disagreements and show:

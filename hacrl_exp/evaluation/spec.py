@@ -27,11 +27,22 @@ GRADERS = ("math_verify", "numeric", "exact")
 CLEANUPS = ("dollars", "percent")
 FIELD_KEYS = ("id", "problem", "answer", "category", "solution")
 _TOP_KEYS = {
-    "name", "version", "description", "include", "dataset", "prompt_template", "answer_extractor", "grader",
-    "generation", "metrics", "headline", "answer_cleanup", "gold",
-}  # fmt: skip
+    "name",
+    "version",
+    "description",
+    "include",
+    "dataset",
+    "prompt_template",
+    "answer_extractor",
+    "grader",
+    "generation",
+    "metrics",
+    "headline",
+    "answer_cleanup",
+    "gold",
+}
 _DATASET_KEYS = {"local", "hf", "fields", "hf_fields", "hf_derive", "embedded"}
-_GOLD_KEYS = {"text", "extractor", "threshold", "more_texts"}
+_GOLD_KEYS = {"text", "extractor", "threshold", "more_texts", "quirks"}
 _GENERATION_KEYS = {"samples", "temperature", "top_p", "top_k", "max_new_tokens"}
 
 
@@ -55,6 +66,9 @@ class GoldCheck:
     threshold: float
     more_texts: str | None = None
     """A row field holding a list of further gold solutions; candidates come from each of them too."""
+    quirks: tuple[tuple[str, str], ...] = ()
+    """Reviewed (row id, reason) pairs whose gold text cannot agree (e.g. a proof that never states the answer):
+    left out of the agreement rate, and reported beside it."""
 
 
 @dataclass(frozen=True)
@@ -215,8 +229,14 @@ def _gold(bad, raw: dict | None) -> GoldCheck | None:
     if raw is None:
         return None
     if not isinstance(raw, dict) or not {"text", "extractor", "threshold"} <= set(raw) <= _GOLD_KEYS:
-        raise bad("gold", "must be {text: ..., extractor: ..., threshold: ...} with optional more_texts")
+        raise bad("gold", "must be {text: ..., extractor: ..., threshold: ...} with optional more_texts, quirks")
     _choice(bad, "gold.extractor", raw["extractor"], GOLD_EXTRACTORS)
     if not 0 <= float(raw["threshold"]) <= 1:
         raise bad("gold.threshold", f"{raw['threshold']} must lie in [0, 1]")
-    return GoldCheck(str(raw["text"]), str(raw["extractor"]), float(raw["threshold"]), raw.get("more_texts"))
+    quirks = raw.get("quirks") or {}
+    if not isinstance(quirks, dict):
+        raise bad("gold.quirks", "must map row ids to the reason each gold text cannot agree")
+    quirk_pairs = tuple((str(k), str(v)) for k, v in quirks.items())
+    return GoldCheck(
+        str(raw["text"]), str(raw["extractor"]), float(raw["threshold"]), raw.get("more_texts"), quirk_pairs
+    )

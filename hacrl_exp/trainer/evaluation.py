@@ -1,4 +1,5 @@
-"""Held-out greedy accuracy of an agent, per task category (the periodic evaluation during training)."""
+"""Periodic evaluation during training: held-out greedy accuracy per task category, and optionally the
+benchmarks of evaluation/ through the same code as `python -m hacrl_exp.evaluate`."""
 
 from __future__ import annotations
 
@@ -22,3 +23,35 @@ def greedy_accuracy(agent: Agent, task: Task, problems: Sequence[Problem], max_n
     metrics = {f"accuracy/{c}": sum(v) / len(v) for c, v in sorted(by_category.items())}
     metrics["accuracy/mean"] = sum(metrics.values()) / len(metrics)
     return metrics
+
+
+class BenchmarkEvaluation:
+    """trainer.eval_benchmarks scored with `hacrl_exp.evaluation.evaluate_agent`; problems load once.
+
+    Sampling inside the harness runs under a forked RNG, so evaluating does not change the training run.
+    """
+
+    def __init__(self, config, task: Task) -> None:
+        self.names = list(config.trainer.eval_benchmarks)
+        if not self.names:
+            return
+        from hacrl_exp.evaluation import EvalSettings, load_benchmark
+        from hacrl_exp.evaluation.data import load_problems
+
+        self.settings = EvalSettings(
+            data_dir=config.task.data_dir, limit=config.trainer.eval_benchmark_limit, seed=config.seed, bootstrap=200
+        )
+        specs = [load_benchmark(name) for name in self.names]
+        self.problems = {
+            s.name: load_problems(s, self.settings.data_dir, self.settings.limit, self.settings.source) for s in specs
+        }
+        self.grader = getattr(task, "grader", None)  # reuse the math task's running grader workers
+
+    def metrics(self, agent: Agent) -> dict[str, float]:
+        """bench/<benchmark>/<metric> (with _ci_low / _ci_high) for one agent; {} when no benchmark is set."""
+        if not self.names:
+            return {}
+        from hacrl_exp.evaluation import evaluate_agent
+
+        result = evaluate_agent(agent, self.names, self.settings, grader=self.grader, problems=self.problems)
+        return result.metrics(prefix="bench/")

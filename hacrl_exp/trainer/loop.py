@@ -30,7 +30,7 @@ from hacrl_exp.tasks import build_task
 from hacrl_exp.tracking import make_tracker
 from hacrl_exp.trainer.capability import CapabilityEstimates
 from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
-from hacrl_exp.trainer.evaluation import greedy_accuracy
+from hacrl_exp.trainer.evaluation import BenchmarkEvaluation, greedy_accuracy
 from hacrl_exp.trainer.metrics import MetricsLog, progress_text
 from hacrl_exp.trainer.pool import build_learner_batch, collect_rollouts
 from hacrl_exp.trainer.update import update_learner
@@ -102,10 +102,13 @@ def _train(config: Config, output_dir: Path, task) -> dict:
     eval_set = task.eval_problems()[: trainer.eval_limit or None]
     evals: dict[int, dict[str, dict[str, float]]] = {}
 
+    benchmarks = BenchmarkEvaluation(config, task)
+
     def evaluate(step: int) -> None:
         evals[step] = {a.name: greedy_accuracy(a, task, eval_set, rollout.max_new_tokens) for a in agents}
-        for name, metrics in evals[step].items():
-            log.add(step, {f"eval/{k}": v for k, v in metrics.items()}, name, tracker)
+        for agent in agents:
+            metrics = {f"eval/{k}": v for k, v in evals[step][agent.name].items()}
+            log.add(step, {**metrics, **benchmarks.metrics(agent)}, agent.name, tracker)
 
     def checkpoint_now(step: int) -> None:
         state = {"counters": counters, "run_ids": tracker.run_ids, "capability": capability.state_dict()}

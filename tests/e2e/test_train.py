@@ -176,3 +176,20 @@ def test_non_finite_updates_are_skipped_then_the_run_aborts(tmp_path, monkeypatc
     rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "skipped_updates" in r]
     assert {r["step"] for r in rows} == {1, 2}  # both bad steps are logged before the run stops
     assert all(r["skipped_updates"] == r["updates"] == 4 for r in rows)
+
+
+@pytest.mark.skipif(not (SHARED_DATA / "math500.jsonl").is_file(), reason="../shared/data is not present")
+def test_training_scores_benchmarks_through_the_evaluation_harness(tmp_path, monkeypatch):
+    monkeypatch.setenv("HACRL_DATA_DIR", str(SHARED_DATA))
+    extra = ["tracking.backend=none", "trainer.eval_benchmarks=[arithmetic,gsm8k]", "trainer.eval_benchmark_limit=2"]
+    summary, rows = run(tmp_path, *extra, steps=1)
+    evaluated = [r for r in rows if "bench/gsm8k/accuracy" in r]
+    assert {(r["step"], r["agent"]) for r in evaluated} == {(s, a) for s in (0, 1) for a in ("opt_char", "gpt2_bpe")}
+    assert all(0 <= r["bench/arithmetic/accuracy"] <= 1 for r in evaluated)
+
+
+def test_unknown_eval_benchmark_is_a_config_error():
+    from hacrl_exp.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="trainer.eval_benchmarks has 'mathh500'"):
+        preflight(["trainer.eval_benchmarks=[mathh500]"])

@@ -1,0 +1,176 @@
+"""Typed schema and validation of `python -m hacrl_exp.evaluate` (primary config conf/evaluate.yaml).
+
+Validation runs right after composition and before any model loads; every error is one ConfigError line naming the
+key, the value and the fix. Benchmark names, the data folder and the checkpoints are checked here too (file system
+only), so a typo never waits for torch to import.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+from hacrl_exp.config.schema import rng
+from hacrl_exp.config.validate import _check_ranges
+from hacrl_exp.errors import ConfigError
+
+
+@dataclass
+class SamplingOverrides:
+    temperature: float | None = field(default=None, metadata=rng(0, 10))
+    """Sampling temperature for every benchmark; null keeps each benchmark's own (0 = greedy)."""
+    top_p: float | None = field(default=None, metadata=rng(0, 1, low_open=True))
+    top_k: int | None = None
+    """-1 disables top-k."""
+
+
+@dataclass
+class GraderSettings:
+    timeout_s: float = field(default=5.0, metadata=rng(0.1, 600))
+    """Seconds math-verify may spend on one answer; slower answers count as wrong, reason 'timeout'."""
+    workers: int = field(default=2, metadata=rng(1, 64))
+    """Grading worker processes."""
+
+
+@dataclass
+class EvalTracking:
+    backend: str = "mlflow"
+    """mlflow | none."""
+    uri: str | None = None
+    """Tracking URI; default $MLFLOW_TRACKING_URI, else sqlite:///<launch dir>/mlflow.db."""
+    experiment: str = "hacrl"
+    """Used when the training run is not in this store; otherwise the training run's experiment."""
+
+
+@dataclass
+class EvaluateConfig:
+    checkpoints: list[str] = field(default_factory=list)
+    """Model folders, checkpoint step folders, or training run folders (each run's whole checkpoint series)."""
+    agents: list[str] | None = None
+    """Only these agents of the checkpoints (default: all)."""
+    benchmarks: list[str] = field(default_factory=lambda: ["math500"])
+    """Benchmark names: evaluation/<name>.yaml."""
+    data_dir: str | None = None
+    """Folder of the benchmark JSONL files; default $HACRL_DATA_DIR, else the Hugging Face datasets."""
+    source: str = "auto"
+    """auto | local | hf."""
+    limit: int | None = field(default=None, metadata=rng(1, 10_000_000))
+    """Only the first N problems of each benchmark (a quick subset)."""
+    samples: int | None = field(default=None, metadata=rng(1, 100_000))
+    """Responses per problem for every benchmark; null keeps each benchmark's own (e.g. 30 for aime2025)."""
+    sampling: SamplingOverrides = field(default_factory=SamplingOverrides)
+    max_new_tokens: int | None = field(default=None, metadata=rng(1, 1 << 20))
+    """Response token budget; null keeps each benchmark's own. Cut to fit a model's position limit."""
+    max_prompt_tokens: int = field(default=2048, metadata=rng(8, 1 << 20))
+    seed: int = 0
+    bootstrap: int = field(default=1000, metadata=rng(0, 1_000_000))
+    """Bootstrap resamples for the 95% confidence intervals."""
+    grader: GraderSettings = field(default_factory=GraderSettings)
+    tracking: EvalTracking = field(default_factory=EvalTracking)
+    chat_template: bool = True
+    """Render prompts with the tokenizer's chat template when it has one."""
+    device: str = "auto"
+    dtype: str = "float32"
+    max_batch_size: int = field(default=64, metadata=rng(1, 1 << 20))
+    threads: int | None = None
+    output_dir: str | None = None
+    """Where the parquet results go; default Hydra's job folder."""
+
+
+ConfigStore.instance().store(name="evaluate_schema", node=EvaluateConfig)
+CHOICES = {
+    "source": ("auto", "local", "hf"),
+    "tracking.backend": ("mlflow", "none"),
+    "dtype": ("float32", "bfloat16", "float16"),
+}
+
+
+def compose_evaluate(overrides: list[str]) -> DictConfig:
+    """conf/evaluate.yaml composed with command-line overrides; Hydra's errors become one-line ConfigErrors naming
+    the evaluate key (unknown keys get a did-you-mean from EvaluateConfig)."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+
+    from hacrl_exp.config.preflight import CONFIG_DIR, first_choices
+
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            return compose(config_name="evaluate", overrides=first_choices(overrides))
+    except HydraException as exc:
+        cause = exc.__cause__
+        if isinstance(cause, OmegaConfBaseException):
+            raise ConfigError(_describe(cause)) from None
+        raise ConfigError(" ".join(str(exc).split())[:300]) from None
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def validate_evaluate(cfg: DictConfig | dict, check_inputs: bool = True) -> EvaluateConfig:
+    """Typed, range-checked EvaluateConfig; with check_inputs, also benchmark names, data_dir and checkpoints."""
+    raw = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    raw.pop("hydra", None)
+    try:
+        config: EvaluateConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvaluateConfig), raw))
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_describe(exc)) from None
+    _check_ranges(config, "")
+    for key, allowed in CHOICES.items():
+        value = config.tracking.backend if key == "tracking.backend" else getattr(config, key)
+        if value not in allowed:
+            raise ConfigError(f"{key}={value!r} is not one of {list(allowed)}")
+    if check_inputs:
+        _check_inputs(config)
+    return config
+
+
+def _check_inputs(config: EvaluateConfig) -> None:
+    """Benchmarks known, data folder present, checkpoints resolvable, samples > 1 only with sampling."""
+    from hacrl_exp.evaluation.checkpoints import resolve_checkpoints
+    from hacrl_exp.evaluation.data import data_folder
+    from hacrl_exp.evaluation.spec import load_benchmark
+
+    if not config.benchmarks:
+        raise ConfigError("benchmarks is empty; name at least one, e.g. benchmarks=[math500]")
+    for i, name in enumerate(config.benchmarks):
+        try:
+            spec = load_benchmark(name)
+        except ConfigError as exc:
+            raise ConfigError(f"benchmarks[{i}]: {exc}") from None
+        samples = config.samples or spec.generation.samples
+        temperature = (
+            spec.generation.temperature if config.sampling.temperature is None else config.sampling.temperature
+        )
+        if samples > 1 and temperature == 0:
+            raise ConfigError(
+                f"benchmark {name}: samples={samples} with temperature 0 (greedy) repeats one answer; "
+                "set sampling.temperature > 0 or samples=1"
+            )
+    if config.data_dir is not None:
+        data_folder(config.data_dir)
+    resolve_checkpoints(config.checkpoints, config.agents)
+
+
+def _describe(exc: OmegaConfBaseException) -> str:
+    """One line naming the key; unknown keys get a did-you-mean from the schema."""
+    key = getattr(exc, "full_key", "") or ""
+    if isinstance(exc, (ConfigKeyError, ConfigAttributeError)) and key:
+        parent, _, leaf = key.rpartition(".")
+        node = EvaluateConfig
+        for part in filter(None, parent.split(".")):
+            hint = {f.name: f for f in dataclasses.fields(node)}.get(part)
+            node = hint.default_factory if hint and dataclasses.is_dataclass(hint.default_factory) else None
+            if node is None:
+                break
+        options = [f.name for f in dataclasses.fields(node)] if node else []
+        close = difflib.get_close_matches(leaf, options, n=1)
+        hint = f" Did you mean {parent + '.' if parent else ''}{close[0]}?" if close else ""
+        return f"{key} is not an evaluate config key.{hint} Known keys here: {sorted(options)}"
+    message = str(exc).splitlines()[0]
+    return f"{key}: {message}" if key else message

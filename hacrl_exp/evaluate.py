@@ -1,0 +1,51 @@
+"""`python -m hacrl_exp.evaluate checkpoints=[...] benchmarks=[...] [overrides]`: score checkpoints on benchmarks.
+
+A Hydra app with its own primary config (conf/evaluate.yaml, schema hacrl_exp/config/evaluate_schema.py). Before
+Hydra starts, the overrides are composed and validated, so a bad key, benchmark name, data folder or checkpoint prints
+one line naming it and exits with code 2, before any model loads; so does a malformed data row. The gold-agreement
+check of the graders is `python -m hacrl_exp.evaluation.gold`.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from omegaconf import DictConfig
+
+from hacrl_exp.config.evaluate_schema import compose_evaluate, validate_evaluate
+from hacrl_exp.config.preflight import CONFIG_DIR
+from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.run import overrides_of
+from hacrl_exp.tasks.math import DataError
+
+
+@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="evaluate")
+def hydra_main(cfg: DictConfig) -> None:
+    from hacrl_exp.evaluation.pipeline import headline_table, run_evaluation
+
+    with exit_on_bad_input(ConfigError, DataError):
+        config = validate_evaluate(cfg)
+        output_dir = Path(config.output_dir or HydraConfig.get().runtime.output_dir)
+        output_dir.mkdir(parents=True, exist_ok=True)
+        summary = run_evaluation(config, output_dir)
+    print(headline_table(summary))
+    print(f"results in {output_dir}")
+
+
+INSPECT_FLAGS = {"--cfg", "-c", "--help", "-h", "--info", "-i", "--hydra-help"}
+"""Flags that only print something: the preflight checks types but not checkpoints or data."""
+
+
+def main() -> None:
+    argv = sys.argv[1:]
+    with exit_on_bad_input(ConfigError, DataError):
+        check_inputs = not INSPECT_FLAGS.intersection(argv)
+        validate_evaluate(compose_evaluate(overrides_of(argv)), check_inputs=check_inputs)
+    hydra_main()
+
+
+if __name__ == "__main__":
+    main()
