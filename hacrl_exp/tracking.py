@@ -1,8 +1,8 @@
 """MLflow tracking: one parent run per job (global metrics, the resolved config as params) and one
 nested child run per agent (its metrics, tagged agent=<name>), so runs and agents compare easily.
 
-Metrics are buffered and written with `log_batch` every `flush_every` steps and at checkpoints, which
-keeps the sqlite store off the step's hot path. Secrets never become params: keys that look like
+Metrics are buffered and written with `log_batch` when the trainer flushes (see trainer.loop), which keeps
+the sqlite store off the step's hot path. Secrets never become params: keys that look like
 tokens or passwords are dropped.
 """
 
@@ -63,7 +63,7 @@ class MlflowTracker:
         self.client = MlflowClient(self.uri)
         experiment = self.client.get_experiment_by_name(cfg.experiment)
         experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(cfg.experiment)
-        self.flush_every, self.pending, self.steps_since_flush = cfg.flush_every, {}, 0
+        self.pending: dict[str, list] = {}
         if run_ids:  # resume: continue the same runs instead of making new ones
             self.run_ids = dict(run_ids)
             for run_id in self.run_ids.values():
@@ -104,16 +104,12 @@ class MlflowTracker:
         now = int(time.time() * 1000)
         bucket = self.pending.setdefault(self.run_ids[agent or ""], [])
         bucket.extend(Metric(k, float(v), now, step) for k, v in metrics.items())
-        if agent is None:
-            self.steps_since_flush += 1
-            if self.steps_since_flush >= self.flush_every:
-                self.flush()
 
     def flush(self) -> None:
         for run_id, metrics in self.pending.items():
             for start in range(0, len(metrics), 1000):
                 self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
-        self.pending, self.steps_since_flush = {}, 0
+        self.pending = {}
 
     def log_artifacts(self, folder: Path, artifact_path: str, agent: str | None = None) -> None:
         self.client.log_artifacts(self.run_ids[agent or ""], str(folder), artifact_path)

@@ -196,6 +196,7 @@ class TrackingConfig:
     experiment: str = "hacrl"
     run_name: Optional[str] = None
     flush_every: int = field(default=10, metadata=rng(1, 1_000_000))
+    """Write buffered metrics every N steps when trainer.checkpoint_every is 0; else at each checkpoint."""
     log_models: bool = True
 
 

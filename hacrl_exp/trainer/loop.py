@@ -185,6 +185,11 @@ def _train(config: Config, output_dir: Path, task) -> dict:
         log.add(step, {"time/step": step_time, "time/other": step_time - sum(times.values()), **phases}, None, tracker)
         bar.set_postfix_str(progress_text(names, pool, capability.batch, step_time))
 
+        # with checkpoints, metrics become durable together with the checkpoint that covers them, so a resumed run
+        # never logs a step twice; without, they are flushed every tracking.flush_every steps for a live view
+        if not trainer.checkpoint_every and step % config.tracking.flush_every == 0:
+            log.flush(tracker)
+
         # 8 EVAL / CHECKPOINT
         if (trainer.eval_every and step % trainer.eval_every == 0) or step == trainer.steps:
             evaluate(step)
