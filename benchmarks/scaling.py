@@ -1,0 +1,214 @@
+"""How a HACPO step grows with the number of agents N (1–4), the group size G (4–16) and the response length.
+
+    python -m benchmarks.scaling [--steps 3] [--repeats 3] [overrides...]
+
+Three sweeps around one centre point (pair, HACPO, 16 prompts, G 8, ≤ 48 new tokens), measured in one process,
+interleaved, each run's first step dropped (the shared centre point is measured once):
+  N: solo (GSPO, = HACPO without a partner), pair, three_way, four_way (benchmarks/conf/agents/four_way.yaml);
+  G: 4, 8, 16 per agent;
+  length: rollout.max_new_tokens 8, 16, 32, 48 (the warm-started agents stop by themselves at 31–42 tokens,
+  so smaller caps shorten every response).
+Each sweep gets a least-squares line against its natural work measure (rows trained for N, G for G, mean
+response tokens for length) and the per-phase costs per unit of work, which say how the cost grows.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.common import print_table, write_json
+from benchmarks.harness import RESULTS, machine, measure, summarize
+
+CENTRE = {"agents": "pair", "algorithm": "hacpo", "G": 8, "L": 48}
+PROMPTS = 16
+N_PRESETS = {1: ("solo", "gspo"), 2: ("pair", "hacpo"), 3: ("three_way", "hacpo"), 4: ("four_way", "hacpo")}
+GROUPS = (4, 8, 16)
+LENGTHS = (8, 16, 32, 48)
+
+
+def point(agents: str, algorithm: str, group: int, length: int) -> tuple[str, list[str]]:
+    label = f"{agents} {algorithm} G{group} L{length}"
+    return label, [
+        f"agents={agents}",
+        f"algorithm={algorithm}",
+        f"trainer.group_size={group}",
+        f"trainer.prompts_per_step={PROMPTS}",
+        f"rollout.max_new_tokens={length}",
+    ]
+
+
+def fit(x: list[float], y: list[float]) -> dict:
+    """y ≈ a + b·x by least squares, with R²."""
+    xs, ys = np.asarray(x, float), np.asarray(y, float)
+    b, a = np.polyfit(xs, ys, 1)
+    residual = ys - (a + b * xs)
+    r2 = 1 - float((residual**2).sum()) / max(float(((ys - ys.mean()) ** 2).sum()), 1e-300)
+    return {"intercept": float(a), "slope": float(b), "r2": r2}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", default=str(RESULTS / "scaling.json"))
+    args, overrides = parser.parse_known_args()
+    started = time.perf_counter()
+    info = machine()
+    print(f"machine: {info}")
+    sweeps: dict[str, list[tuple[float, str]]] = {"N": [], "G": [], "length": []}
+    configs: dict[str, list[str]] = {}
+    for n, (preset, algorithm) in N_PRESETS.items():
+        label, ov = point(preset, algorithm, CENTRE["G"], CENTRE["L"])
+        configs[label], _ = [*ov, *overrides], sweeps["N"].append((n, label))
+    for group in GROUPS:
+        label, ov = point(CENTRE["agents"], CENTRE["algorithm"], group, CENTRE["L"])
+        configs[label], _ = [*ov, *overrides], sweeps["G"].append((group, label))
+    for length in LENGTHS:
+        label, ov = point(CENTRE["agents"], CENTRE["algorithm"], CENTRE["G"], length)
+        configs[label], _ = [*ov, *overrides], sweeps["length"].append((length, label))
+    work = Path(tempfile.mkdtemp(prefix="hacrl_scaling_"))
+    summary = {label: summarize(recs) for label, recs in measure(configs, args.steps, args.repeats, work).items()}
+
+    def totals(label: str) -> dict:
+        s = summary[label]
+        agents = s["agents"].values()
+        rows = sum(a.get("rows", 0.0) for a in agents)
+        tokens = sum(a["tokens"] for a in agents)
+        rollouts = sum(a["rollouts"] for a in agents)
+        return {"s": s, "rows": rows, "tokens": tokens, "rollouts": rollouts, "mean_len": tokens / rollouts}
+
+    fits, tables = {}, {}
+    headers = [
+        "s/step",
+        "CPU s/step",
+        "generate",
+        "score own",
+        "score cross",
+        "update",
+        "rollouts",
+        "tokens",
+        "rows trained",
+        "generate ms/1k tok",
+        "update ms/1k rows",
+    ]
+
+    def row(x, t: dict) -> list:
+        s = t["s"]
+        return [
+            x,
+            s["total"],
+            s["cpu"],
+            s["generate"],
+            s["score_own"],
+            s["score_cross"],
+            s["update"],
+            int(t["rollouts"]),
+            int(t["tokens"]),
+            int(t["rows"]),
+            1e6 * s["generate"] / t["tokens"],
+            1e6 * s["update"] / t["rows"],
+        ]
+
+    sweep_n = [(n, totals(label)) for n, label in sweeps["N"]]
+    tables["N"] = [row(n, t) for n, t in sweep_n]
+    fits["N_vs_rows"] = fit([t["rows"] for _, t in sweep_n], [t["s"]["total"] for _, t in sweep_n])
+    fits["N_update_vs_rows"] = fit([t["rows"] for _, t in sweep_n], [t["s"]["update"] for _, t in sweep_n])
+    fits["N_generate_vs_tokens"] = fit([t["tokens"] for _, t in sweep_n], [t["s"]["generate"] for _, t in sweep_n])
+    print_table(["N", *headers], tables["N"], "Step time vs number of agents (HACPO; N = 1 is GSPO), G 8, ≤ 48 tokens")
+
+    sweep_g = [(g, totals(label)) for g, label in sweeps["G"]]
+    tables["G"] = [row(g, t) for g, t in sweep_g]
+    fits["G"] = fit([g for g, _ in sweep_g], [t["s"]["total"] for _, t in sweep_g])
+    fits["G_update"] = fit([g for g, _ in sweep_g], [t["s"]["update"] for _, t in sweep_g])
+    fits["G_generate"] = fit([g for g, _ in sweep_g], [t["s"]["generate"] for _, t in sweep_g])
+    print_table(["G", *headers], tables["G"], "Step time vs G per agent (pair, HACPO, ≤ 48 tokens)")
+
+    sweep_l = [(length, totals(label)) for length, label in sweeps["length"]]
+    tables["length"] = [[f"{cap} (mean {t['mean_len']:.1f})", *row(cap, t)[1:]] for cap, t in sweep_l]
+    fits["length"] = fit([t["mean_len"] for _, t in sweep_l], [t["s"]["total"] for _, t in sweep_l])
+    fits["length_generate"] = fit([t["mean_len"] for _, t in sweep_l], [t["s"]["generate"] for _, t in sweep_l])
+    fits["length_update"] = fit([t["mean_len"] for _, t in sweep_l], [t["s"]["update"] for _, t in sweep_l])
+    print_table(
+        ["max new tokens (mean response)", *headers],
+        tables["length"],
+        "Step time vs response length (pair, HACPO, G 8)",
+    )
+
+    print_table(
+        ["fit", "intercept s", "slope", "R²"],
+        [
+            [
+                "step s vs rows trained (N sweep)",
+                fits["N_vs_rows"]["intercept"],
+                f"{fits['N_vs_rows']['slope'] * 1e3:.3f} ms/row",
+                fits["N_vs_rows"]["r2"],
+            ],
+            [
+                "update s vs rows trained (N sweep)",
+                fits["N_update_vs_rows"]["intercept"],
+                f"{fits['N_update_vs_rows']['slope'] * 1e3:.3f} ms/row",
+                fits["N_update_vs_rows"]["r2"],
+            ],
+            [
+                "generate s vs tokens (N sweep)",
+                fits["N_generate_vs_tokens"]["intercept"],
+                f"{fits['N_generate_vs_tokens']['slope'] * 1e6:.1f} µs/token",
+                fits["N_generate_vs_tokens"]["r2"],
+            ],
+            ["step s vs G", fits["G"]["intercept"], f"{fits['G']['slope']:.4f} s per unit of G", fits["G"]["r2"]],
+            [
+                "update s vs G",
+                fits["G_update"]["intercept"],
+                f"{fits['G_update']['slope']:.4f} s per unit of G",
+                fits["G_update"]["r2"],
+            ],
+            [
+                "generate s vs G",
+                fits["G_generate"]["intercept"],
+                f"{fits['G_generate']['slope']:.4f} s per unit of G",
+                fits["G_generate"]["r2"],
+            ],
+            [
+                "step s vs mean response tokens",
+                fits["length"]["intercept"],
+                f"{fits['length']['slope'] * 1e3:.2f} ms/token",
+                fits["length"]["r2"],
+            ],
+            [
+                "generate s vs mean response tokens",
+                fits["length_generate"]["intercept"],
+                f"{fits['length_generate']['slope'] * 1e3:.2f} ms/token",
+                fits["length_generate"]["r2"],
+            ],
+            [
+                "update s vs mean response tokens",
+                fits["length_update"]["intercept"],
+                f"{fits['length_update']['slope'] * 1e3:.2f} ms/token",
+                fits["length_update"]["r2"],
+            ],
+        ],
+        "Least-squares lines",
+    )
+    wall = time.perf_counter() - started
+    print(f"\nscaling: {wall:.0f} s wall")
+    write_json(
+        args.out,
+        {
+            "args": vars(args),
+            "overrides": overrides,
+            "machine": info,
+            "summary": summary,
+            "tables": tables,
+            "fits": fits,
+            "wall_s": wall,
+        },
+    )
+
+
+if __name__ == "__main__":
+    main()
