@@ -40,7 +40,7 @@ class NullTracker:
     def log(self, step: int, metrics: dict[str, float], agent: str | None = None) -> None: ...
     def flush(self) -> None: ...
     def log_artifacts(self, folder: Path, artifact_path: str, agent: str | None = None) -> None: ...
-    def log_file(self, path: Path, agent: str | None = None) -> None: ...
+    def log_file(self, path: Path, agent: str | None = None, artifact_path: str | None = None) -> None: ...
     def close(self, status: str = "FINISHED") -> None: ...
 
 
@@ -114,8 +114,8 @@ class MlflowTracker:
     def log_artifacts(self, folder: Path, artifact_path: str, agent: str | None = None) -> None:
         self.client.log_artifacts(self.run_ids[agent or ""], str(folder), artifact_path)
 
-    def log_file(self, path: Path, agent: str | None = None) -> None:
-        self.client.log_artifact(self.run_ids[agent or ""], str(path))
+    def log_file(self, path: Path, agent: str | None = None, artifact_path: str | None = None) -> None:
+        self.client.log_artifact(self.run_ids[agent or ""], str(path), artifact_path)
 
     def close(self, status: str = "FINISHED") -> None:
         self.flush()

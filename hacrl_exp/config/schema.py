@@ -198,6 +198,8 @@ class TrackingConfig:
     flush_every: int = field(default=10, metadata=rng(1, 1_000_000))
     """Write buffered metrics every N steps when trainer.checkpoint_every is 0; else at each checkpoint."""
     log_models: bool = True
+    tags: Dict[str, str] = field(default_factory=dict)
+    """Extra MLflow tags on every run of the job (e.g. {grid: table1}); sweeps and presets set them."""
 
 
 @dataclass

@@ -11,18 +11,30 @@ from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks.base import Problem, Task
 
 
-def greedy_accuracy(agent: Agent, task: Task, problems: Sequence[Problem], max_new_tokens: int) -> dict[str, float]:
-    """accuracy/<category> = mean reward of greedy answers, plus accuracy/mean over the categories."""
+def greedy_answers(agent: Agent, task: Task, problems: Sequence[Problem], max_new_tokens: int) -> list[dict]:
+    """One record per problem of the agent's greedy answer: {id, category, reward, reason}."""
     prompts = [agent.prompt_ids(p.prompt) for p in problems]
     greedy = SamplingSettings(do_sample=False, temperature=0.0, max_new_tokens=max_new_tokens)
     rollouts = agent.engine.generate(prompts, 1, greedy)
     grades = task.grade(rollouts.texts, problems)
+    return [
+        {"id": p.id, "category": p.category, "reward": g.reward, "reason": g.reason} for p, g in zip(problems, grades)
+    ]
+
+
+def accuracy_metrics(records: Sequence[dict]) -> dict[str, float]:
+    """accuracy/<category> = mean reward per category, plus accuracy/mean = the mean over categories."""
     by_category: dict[str, list[float]] = defaultdict(list)
-    for problem, grade in zip(problems, grades):
-        by_category[problem.category].append(grade.reward)
+    for record in records:
+        by_category[record["category"]].append(record["reward"])
     metrics = {f"accuracy/{c}": sum(v) / len(v) for c, v in sorted(by_category.items())}
     metrics["accuracy/mean"] = sum(metrics.values()) / len(metrics)
     return metrics
+
+
+def greedy_accuracy(agent: Agent, task: Task, problems: Sequence[Problem], max_new_tokens: int) -> dict[str, float]:
+    """accuracy/<category> = mean reward of greedy answers, plus accuracy/mean over the categories."""
+    return accuracy_metrics(greedy_answers(agent, task, problems, max_new_tokens))
 
 
 class BenchmarkEvaluation:

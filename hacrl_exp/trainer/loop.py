@@ -30,7 +30,7 @@ from hacrl_exp.tasks import build_task
 from hacrl_exp.tracking import make_tracker
 from hacrl_exp.trainer.capability import CapabilityEstimates
 from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
-from hacrl_exp.trainer.evaluation import BenchmarkEvaluation, greedy_accuracy
+from hacrl_exp.trainer.evaluation import BenchmarkEvaluation, accuracy_metrics, greedy_answers
 from hacrl_exp.trainer.metrics import MetricsLog, progress_text
 from hacrl_exp.trainer.pool import build_learner_batch, collect_rollouts
 from hacrl_exp.trainer.update import update_learner
@@ -85,6 +85,7 @@ def _train(config: Config, output_dir: Path, task) -> dict:
     log = MetricsLog(output_dir / "metrics.jsonl", truncate_after=start_step if checkpoint else None)
     params = json.loads(json.dumps(asdict(config)))
     tags = {
+        **config.tracking.tags,
         "algorithm": algo_cfg.name,
         "seed": str(config.seed),
         "task": config.task.name,
@@ -105,7 +106,14 @@ def _train(config: Config, output_dir: Path, task) -> dict:
     benchmarks = BenchmarkEvaluation(config, task)
 
     def evaluate(step: int) -> None:
-        evals[step] = {a.name: greedy_accuracy(a, task, eval_set, rollout.max_new_tokens) for a in agents}
+        evals[step] = {}
+        for agent in agents:  # per-problem records feed paired significance tests (hacrl_exp.report)
+            records = greedy_answers(agent, task, eval_set, rollout.max_new_tokens)
+            evals[step][agent.name] = accuracy_metrics(records)
+            path = output_dir / "eval" / f"step_{step:06d}" / f"{agent.name}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text("".join(json.dumps(r) + "\n" for r in records))
+            tracker.log_file(path, agent.name, f"eval/step_{step:06d}")
         for agent in agents:
             metrics = {f"eval/{k}": v for k, v in evals[step][agent.name].items()}
             log.add(step, {**metrics, **benchmarks.metrics(agent)}, agent.name, tracker)

@@ -42,7 +42,7 @@ def test_three_steps(tmp_path, agents, algorithm):
 def test_mlflow_parent_and_agent_runs(tmp_path):
     import mlflow
 
-    summary, _ = run(tmp_path, steps=2)
+    summary, _ = run(tmp_path, "+tracking.tags.grid=smoke", steps=2)
     client = mlflow.MlflowClient()
     parent = client.get_run(summary["run_ids"][""])
     assert parent.data.params["algorithm.name"] == "hacpo"
@@ -57,6 +57,16 @@ def test_mlflow_parent_and_agent_runs(tmp_path):
     )
     artifacts = [a.path for a in client.list_artifacts(child.info.run_id, "model")]
     assert "model/model.safetensors" in artifacts and "model/config.json" in artifacts
+    assert parent.data.tags["grid"] == child.data.tags["grid"] == "smoke"
+    # per-problem greedy answers of every evaluation, for paired tests across runs
+    records = client.download_artifacts(child.info.run_id, "eval/step_000002/opt_char.jsonl", str(tmp_path))
+    rows = [json.loads(line) for line in Path(records).read_text().splitlines()]
+    assert rows and {"id", "category", "reward", "reason"} <= set(rows[0])
+    final = summary["evals"][2]["opt_char"]["accuracy/mean"]
+    by_category = {}
+    for row in rows:
+        by_category.setdefault(row["category"], []).append(row["reward"])
+    assert abs(final - sum(sum(v) / len(v) for v in by_category.values()) / len(by_category)) < 1e-12
 
 
 def test_resume_matches_uninterrupted_run(tmp_path):
