@@ -19,7 +19,7 @@ from hacrl_exp.errors import ConfigError, NumericsError, exit_on_bad_input
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
-def hydra_main(cfg: DictConfig) -> None:
+def hydra_main(cfg: DictConfig) -> dict:
     from hacrl_exp.tasks.math import DataError
     from hacrl_exp.trainer.loop import train  # heavy imports only once the config is valid
 
@@ -31,6 +31,7 @@ def hydra_main(cfg: DictConfig) -> None:
         for agent, metrics in summary["evals"].get(step, {}).items():
             print(f"step {step:>5} {agent:>12}: held-out accuracy {metrics['accuracy/mean']:.3f}")
     print(f"{summary['seconds_per_step']:.3f} s/step; outputs in {summary['output_dir']}")
+    return summary  # a sweeper reads it from the job's return value
 
 
 # Hydra flags that take a value as the next argument (the value is not an override)

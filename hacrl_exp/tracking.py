@@ -41,6 +41,7 @@ class NullTracker:
     def flush(self) -> None: ...
     def log_artifacts(self, folder: Path, artifact_path: str, agent: str | None = None) -> None: ...
     def log_file(self, path: Path, agent: str | None = None, artifact_path: str | None = None) -> None: ...
+    def set_tags(self, tags: dict[str, str]) -> None: ...
     def close(self, status: str = "FINISHED") -> None: ...
 
 
@@ -116,6 +117,12 @@ class MlflowTracker:
 
     def log_file(self, path: Path, agent: str | None = None, artifact_path: str | None = None) -> None:
         self.client.log_artifact(self.run_ids[agent or ""], str(path), artifact_path)
+
+    def set_tags(self, tags: dict[str, str]) -> None:
+        """Tag the parent and every agent run."""
+        for run_id in self.run_ids.values():
+            for key, value in tags.items():
+                self.client.set_tag(run_id, key, value)
 
     def close(self, status: str = "FINISHED") -> None:
         self.flush()

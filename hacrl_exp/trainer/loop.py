@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -36,6 +37,7 @@ from hacrl_exp.trainer.pool import build_learner_batch, collect_rollouts
 from hacrl_exp.trainer.update import update_learner
 
 PHASES = ("generate", "reward", "score_own", "score_cross", "update")
+EvalHook = Callable[[int, dict], bool]
 
 
 def resolve_device(name: str) -> torch.device:
@@ -44,18 +46,22 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def train(config: Config, output_dir: Path) -> dict:
-    """Run (or resume) one experiment; returns the summary also written to <output_dir>/summary.json."""
+def train(config: Config, output_dir: Path, on_evaluate: EvalHook | None = None) -> dict:
+    """Run (or resume) one experiment; returns the summary also written to <output_dir>/summary.json.
+
+    on_evaluate(step, {agent: metrics}) runs after every evaluation but the first; returning True stops the run
+    there (a pruned sweep trial), recorded as summary["stopped_early"] and the MLflow tag stopped_early=<step>.
+    """
     task = build_task(config.task)
     try:
-        return _train(config, output_dir, task)
+        return _train(config, output_dir, task, on_evaluate)
     finally:
         close = getattr(task, "close", None)  # grader worker processes, if the task has any
         if close is not None:
             close()
 
 
-def _train(config: Config, output_dir: Path, task) -> dict:
+def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None) -> dict:
     trainer, algo_cfg = config.trainer, config.algorithm
     if trainer.threads:
         torch.set_num_threads(trainer.threads)
@@ -126,6 +132,7 @@ def _train(config: Config, output_dir: Path, task) -> dict:
     if start_step == 0:
         evaluate(0)
     step_times: list[float] = []
+    stopped_early = None
     bad_steps = 0  # consecutive steps in which some learner skipped every update (NaN/inf)
     bar = tqdm(range(start_step + 1, trainer.steps + 1), disable=not trainer.progress, desc=algo_cfg.name)
     for step in bar:
@@ -201,9 +208,12 @@ def _train(config: Config, output_dir: Path, task) -> dict:
         # 8 EVAL / CHECKPOINT
         if (trainer.eval_every and step % trainer.eval_every == 0) or step == trainer.steps:
             evaluate(step)
-        if (trainer.checkpoint_every and step % trainer.checkpoint_every == 0) or step == trainer.steps:
+            if on_evaluate is not None and step < trainer.steps and on_evaluate(step, evals[step]):
+                stopped_early = step
+        last = step in (trainer.steps, stopped_early)
+        if (trainer.checkpoint_every and step % trainer.checkpoint_every == 0) or last:
             checkpoint_now(step)
-        if trainer.stop_after is not None and step >= trainer.stop_after:
+        if stopped_early is not None or (trainer.stop_after is not None and step >= trainer.stop_after):
             break
     bar.close()
     log.flush(tracker)
@@ -217,11 +227,14 @@ def _train(config: Config, output_dir: Path, task) -> dict:
         "counters": counters,
         "run_ids": tracker.run_ids,
         "output_dir": str(output_dir),
+        "stopped_early": stopped_early,
     }
     (output_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     if finished and trainer.save_final_models and config.tracking.log_models:
         final = find_checkpoint(output_dir)
         for agent in agents:
             tracker.log_artifacts(final / "agents" / agent.name, "model", agent.name)
-    tracker.close("FINISHED" if finished else "KILLED")
+    if stopped_early is not None:
+        tracker.set_tags({"stopped_early": str(stopped_early)})
+    tracker.close("FINISHED" if finished or stopped_early is not None else "KILLED")
     return summary

@@ -23,8 +23,16 @@ def test_tokenizer_without_eos_is_a_config_error():
     model = build_tiny_model("opt", tokenizer, 32, 1, 4)
     tokenizer.eos_token = None
     with pytest.raises(ConfigError, match="agents.members.opt_char.tokenizer has no EOS token"):
-        build_agent("opt_char", AgentConfig(), model, tokenizer, device=torch.device("cpu"), kl_coef=0.0,
-                    max_prompt_tokens=8, max_batch_size=16)
+        build_agent(
+            "opt_char",
+            AgentConfig(),
+            model,
+            tokenizer,
+            device=torch.device("cpu"),
+            kl_coef=0.0,
+            max_prompt_tokens=8,
+            max_batch_size=16,
+        )
 
 
 def test_plain_prompt_is_left_truncated_and_frozen_agent_has_no_optimizer():

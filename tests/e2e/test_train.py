@@ -203,3 +203,21 @@ def test_unknown_eval_benchmark_is_a_config_error():
 
     with pytest.raises(ConfigError, match="trainer.eval_benchmarks has 'mathh500'"):
         preflight(["trainer.eval_benchmarks=[mathh500]"])
+
+
+def test_evaluation_hook_stops_the_run_early(tmp_path):
+    import mlflow
+
+    seen = []
+
+    def stop_at_two(step, metrics):
+        seen.append((step, sorted(metrics)))
+        return step >= 2
+
+    config = preflight([*tiny_overrides("pair", steps=6), "trainer.eval_every=1", f"trainer.output_dir={tmp_path}"])
+    summary = train(config, tmp_path, on_evaluate=stop_at_two)
+    assert seen == [(1, ["gpt2_bpe", "opt_char"]), (2, ["gpt2_bpe", "opt_char"])]
+    assert summary["stopped_early"] == 2 and summary["last_step"] == 2
+    parent = mlflow.MlflowClient().get_run(summary["run_ids"][""])
+    assert parent.data.tags["stopped_early"] == "2" and parent.info.status == "FINISHED"
+    assert (tmp_path / "checkpoints").exists()
