@@ -40,6 +40,12 @@ PHASES = ("generate", "reward", "score_own", "score_cross", "update")
 EvalHook = Callable[[int, dict], bool]
 
 
+def is_bad_step(metrics: dict[str, float]) -> bool:
+    """True when a learner skipped every update that had a gradient (NaN/inf), and there was at least one."""
+    skipped, nonempty = metrics["skipped_updates"], metrics["updates"] - metrics.get("empty_updates", 0.0)
+    return skipped > 0 and skipped == nonempty
+
+
 def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -178,7 +184,7 @@ def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None)
             step_metrics[learner] = update_learner(agents[k], batch, names, algorithm, algo_cfg, mechanisms, trainer)
             times["update"] += time.perf_counter() - t
 
-        bad = [n for n in graph.learners if step_metrics[n]["skipped_updates"] == step_metrics[n]["updates"]]
+        bad = [n for n in graph.learners if is_bad_step(step_metrics[n])]
         bad_steps = bad_steps + 1 if bad else 0
         if bad_steps >= trainer.max_bad_steps:
             for name in names:

@@ -2,10 +2,15 @@
 
 Mini-batches are taken in order (self first) and u counts the updates made so far, so cross samples
 meet L_u = min(1, 1 − δ + u·δ_step). Micro-batches accumulate gradients to the mini-batch mean.
+
+A row whose advantage is exactly 0 (a group with all-equal rewards) has J = 0 and ∂J/∂θ = 0 in every objective,
+so it is not run through the model unless it carries a KL term (self rows with β > 0); the loss still divides by
+the full mini-batch size, so the gradient is unchanged. Ratio diagnostics are over the rows that were run.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import defaultdict
 
@@ -25,8 +30,11 @@ from hacrl_exp.algo import (
     stepwise_lower_bound,
 )
 from hacrl_exp.config.schema import AlgorithmConfig, TrainerConfig
+from hacrl_exp.faults import crash_point
 from hacrl_exp.scoring import response_logprobs
 from hacrl_exp.trainer.pool import LearnerBatch
+
+log = logging.getLogger(__name__)
 
 
 def _padded(rows: list[torch.Tensor], like: torch.Tensor) -> torch.Tensor:
@@ -43,6 +51,7 @@ def update_learner(
     algo_cfg: AlgorithmConfig,
     mechanisms: Mechanisms,
     trainer: TrainerConfig,
+    skip_zero_advantage: bool = True,
 ) -> dict[str, float]:
     """Run every optimizer update of one learner for this step and return its metrics."""
     minibatch_size = trainer.prompts_per_step * trainer.group_size // trainer.minibatches_per_block
@@ -50,12 +59,15 @@ def update_learner(
     delta_step = mechanisms.delta_step(algo_cfg.delta_step)
     clamp = algo_cfg.log_ratio_clamp
     stats: dict[str, list[float]] = defaultdict(list)
-    ratios = torch.empty(len(batch), dtype=torch.float64)
+    ratios = torch.full((len(batch),), math.nan, dtype=torch.float64)  # NaN: row not run (advantage 0)
     in_window = torch.zeros(len(batch), dtype=torch.bool)
-    weights = torch.empty(len(batch), dtype=torch.float64)
+    weights = torch.full((len(batch),), math.nan, dtype=torch.float64)
+    needs_forward = torch.ones(len(batch), dtype=torch.bool)
+    if skip_zero_advantage:
+        needs_forward = (batch.advantages != 0) | (batch.is_self & (algo_cfg.kl_coef > 0))
     params = [p for p in agent.model.parameters() if p.requires_grad]
 
-    skipped = 0
+    skipped = empty = 0
     for mb in schedule:
         lower = stepwise_lower_bound(mb.u, algo_cfg.delta, delta_step)
         agent.optimizer.zero_grad(set_to_none=True)
@@ -64,15 +76,16 @@ def update_learner(
         mb_tokens = sum(len(batch.response_ids[r]) for r in range(mb.start, mb.stop))
         self_tokens = sum(len(batch.response_ids[r]) for r in range(mb.start, mb.stop) if bool(batch.is_self[r]))
         mb_loss = mb_kl = 0.0
-        for start in range(mb.start, mb.stop, trainer.micro_batch_size):
-            rows = slice(start, min(start + trainer.micro_batch_size, mb.stop))
-            logp, mask = response_logprobs(agent.model, batch.prompt_ids[rows], batch.response_ids[rows], agent.pad_id)
+        run = torch.arange(mb.start, mb.stop)[needs_forward[mb.start : mb.stop]]
+        for rows in run.split(trainer.micro_batch_size) if len(run) else ():
+            prompt_ids, response_ids = [batch.prompt_ids[r] for r in rows], [batch.response_ids[r] for r in rows]
+            logp, mask = response_logprobs(agent.model, prompt_ids, response_ids, agent.pad_id)
             logp = logp.double()
             is_self, adv = batch.is_self[rows], batch.advantages[rows]
             log_s = sequence_log_ratio(masked_mean(logp, mask), batch.old_mean_logp[rows], -clamp, clamp)
             s = log_s.exp()
             if algorithm.token_level:
-                old = _padded(batch.old_token_logp[rows], logp)
+                old = _padded([batch.old_token_logp[r] for r in rows], logp)
                 objective = grpo_token_objective(
                     (logp - old).clamp(-clamp, clamp), adv, algo_cfg.grpo_clip_low, algo_cfg.grpo_clip_high
                 )
@@ -93,21 +106,25 @@ def update_learner(
                     eps_low=algo_cfg.self_clip_low,
                     eps_high=algo_cfg.self_clip_high,
                 )
-                loss = loss * (rows.stop - rows.start) / n_rows
+                loss = loss * len(rows) / n_rows
                 if bool(is_self.any()):
                     own_clipped = (objective - s * adv).abs() > 1e-12
                     stats["self/clipfrac"].append(float(own_clipped[is_self].double().mean()))
             if algo_cfg.kl_coef > 0 and bool(is_self.any()):
-                kl = _kl_sum(logp, mask, is_self, batch.ref_token_logp[rows], algo_cfg.kl_aggregation)
+                ref = [batch.ref_token_logp[r] for r in rows]
+                kl = _kl_sum(logp, mask, is_self, ref, algo_cfg.kl_aggregation)
                 kl = kl / (self_tokens if algo_cfg.kl_aggregation == "token_mean" else n_self)
                 loss = loss + algo_cfg.kl_coef * kl
                 mb_kl += float(kl.detach())
             loss.backward()
             mb_loss += float(loss.detach())
-            r = torch.arange(rows.start, rows.stop)
-            ratios[r] = s.detach().cpu()
-            in_window[r] = ((s >= lower) & (s <= 1.0)).cpu()
-            weights[r] = (batch.loss_weight[rows] * s.detach().clamp(lower, 1.0).pow(batch.alpha[rows])).cpu()
+            ratios[rows] = s.detach().cpu()
+            in_window[rows] = ((s >= lower) & (s <= 1.0)).cpu()
+            weights[rows] = (batch.loss_weight[rows] * s.detach().clamp(lower, 1.0).pow(batch.alpha[rows])).cpu()
+        if not len(run):  # as a backward of a zero loss would: zero gradients, so Adam's moments still advance
+            empty += 1
+            for param in params:
+                param.grad = torch.zeros_like(param)
         stats["loss"].append(mb_loss)
         if n_self and algo_cfg.kl_coef > 0:
             stats["kl"].append(mb_kl)
@@ -115,10 +132,12 @@ def update_learner(
         if torch.isfinite(grad_norm):  # NaN/inf anywhere in the loss or log-probs shows up here
             agent.optimizer.step()
             stats["grad_norm"].append(float(grad_norm))
+            crash_point("update")  # fault-injection hook (hacrl_exp.faults): a kill between optimizer steps
         else:
             skipped += 1
+            log.warning("%s: non-finite gradient norm (%s) at update u=%d; update skipped", agent.name, grad_norm, mb.u)
             agent.optimizer.zero_grad(set_to_none=True)
-        cross_rows = ~batch.is_self[mb.start : mb.stop]
+        cross_rows = ~batch.is_self[mb.start : mb.stop] & needs_forward[mb.start : mb.stop]
         if bool(cross_rows.any()):
             window = in_window[mb.start : mb.stop][cross_rows].double().mean()
             stats[f"cross/in_window_u{mb.u}"].append(float(window))
@@ -126,15 +145,19 @@ def update_learner(
     metrics = {key: sum(v) / len(v) for key, v in stats.items() if all(map(math.isfinite, v))}
     metrics["updates"] = float(len(schedule))
     metrics["skipped_updates"] = float(skipped)
+    metrics["empty_updates"] = float(empty)  # every advantage 0: nothing to learn, not a numerical failure
+    metrics["rows_run"] = float(needs_forward.double().mean())
     for source in batch.source[~batch.is_self].unique().tolist():
-        rows = batch.source == source
+        rows = (batch.source == source) & needs_forward
         prefix = f"cross/{names[source]}"
         nonzero = rows & (batch.advantages != 0)
-        metrics[f"{prefix}/ratio_mean"] = float(ratios[rows].mean())
-        metrics[f"{prefix}/ratio_min"] = float(ratios[rows].min())
-        metrics[f"{prefix}/ratio_max"] = float(ratios[rows].max())
+        metrics[f"{prefix}/rows_run"] = float(rows.sum())
+        if bool(rows.any()):
+            metrics[f"{prefix}/ratio_mean"] = float(ratios[rows].mean())
+            metrics[f"{prefix}/ratio_min"] = float(ratios[rows].min())
+            metrics[f"{prefix}/ratio_max"] = float(ratios[rows].max())
+            metrics[f"{prefix}/weight_mean"] = float(weights[rows].mean())
         metrics[f"{prefix}/in_window"] = float(in_window[nonzero].double().mean()) if bool(nonzero.any()) else 0.0
-        metrics[f"{prefix}/weight_mean"] = float(weights[rows].mean())
     return metrics
 
 

@@ -1,0 +1,93 @@
+"""update_learner: rows with advantage exactly 0 are not run, and the update is the same as when they are."""
+
+import copy
+
+import pytest
+import torch
+
+from hacrl_exp.agents.agent import Agent
+from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
+from hacrl_exp.algo import Mechanisms, get_algorithm
+from hacrl_exp.config.schema import AlgorithmConfig, TrainerConfig
+from hacrl_exp.rollout.hf import HFRolloutEngine
+from hacrl_exp.scoring import response_logprobs
+from hacrl_exp.tasks.arithmetic import ArithmeticTask
+from hacrl_exp.trainer.pool import LearnerBatch
+
+TASK = ArithmeticTask(tiers=["add2"], eval_per_tier=4)
+P, G = 4, 4
+
+
+def make_agent(kl: bool) -> Agent:
+    tokenizer = build_tokenizer("char", TASK.alphabet)
+    model = build_tiny_model("opt", tokenizer, hidden_size=32, num_layers=2, num_heads=4, seed=0)
+    reference = copy.deepcopy(model) if kl else None
+    # eps=1 keeps Adam near-linear in the gradient, so float32 summation order cannot be amplified by 1/sqrt(v)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1.0, eps=1.0, weight_decay=0.0)
+    return Agent("a", model, tokenizer, HFRolloutEngine(model, tokenizer), optimizer, reference, False, 64)
+
+
+def make_batch(agent: Agent, advantages: list[float]) -> LearnerBatch:
+    """Two blocks (self, one source) of P·G rows; old log-probs a little off the model's so ratios vary."""
+    problems = TASK.train_problems(step=1, n=P)
+    rows = 2 * P * G
+    prompt_ids = [agent.prompt_ids(problems[(r % (P * G)) // G].prompt) for r in range(rows)]
+    response_ids = [
+        agent.tokenizer(problems[(r % (P * G)) // G].solution[: 5 + r % 7])["input_ids"] for r in range(rows)
+    ]
+    with torch.no_grad():
+        logp, mask = response_logprobs(agent.model, prompt_ids, response_ids, agent.pad_id)
+    generator = torch.Generator().manual_seed(0)
+    old_token = [
+        logp[r, : int(mask[r].sum())].double() + 0.05 * torch.randn(1, generator=generator).double()
+        for r in range(rows)
+    ]
+    return LearnerBatch(
+        prompt_ids=prompt_ids,
+        response_ids=response_ids,
+        source=torch.tensor([0] * (P * G) + [1] * (P * G)),
+        is_self=torch.tensor([True] * (P * G) + [False] * (P * G)),
+        advantages=torch.tensor(advantages, dtype=torch.float64),
+        old_mean_logp=torch.stack([t.mean() for t in old_token]),
+        loss_weight=torch.tensor([1.0] * (P * G) + [0.7] * (P * G), dtype=torch.float64),
+        alpha=torch.tensor([0.0] * (P * G) + [1.0] * (P * G), dtype=torch.float64),
+        old_token_logp=old_token,
+        ref_token_logp=old_token,
+        block_sizes=[P * G, P * G],
+    )
+
+
+# the second self mini-batch (rows 8-15) is all zeros: a step whose gradient is 0 must still move Adam's moments
+ADVANTAGES = [0.8, -0.8, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0] + [0.0] * 8 + [1.1, 0.0, -0.4, 0.0] * 4
+
+
+@pytest.mark.parametrize("algorithm,kl_coef", [("hacpo", 0.0), ("hacpo", 0.1), ("naive", 0.0), ("grpo", 0.0)])
+def test_skipping_zero_advantage_rows_gives_the_same_update(algorithm, kl_coef):
+    algo_cfg = AlgorithmConfig(name=algorithm, kl_coef=kl_coef)
+    trainer = TrainerConfig(prompts_per_step=P, group_size=G, minibatches_per_block=2, micro_batch_size=3)
+    results = {}
+    for skip in (True, False):
+        agent = make_agent(kl=kl_coef > 0)
+        batch = make_batch(agent, ADVANTAGES)
+        metrics = agent_update(agent, batch, algorithm, algo_cfg, trainer, skip)
+        results[skip] = (metrics, [p.detach().clone() for p in agent.model.parameters()])
+    (skipped, params_skip), (full, params_full) = results[True], results[False]
+    initial = list(make_agent(False).model.parameters())
+    moved = max(float((a - b).abs().max()) for a, b in zip(params_full, initial))
+    assert moved > 1e-3  # the update did something
+    for a, b in zip(params_skip, params_full):
+        torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
+    assert skipped["updates"] == full["updates"] == 4
+    cross_run = sum(a != 0 for a in ADVANTAGES[P * G :])
+    self_run = P * G if kl_coef > 0 else sum(a != 0 for a in ADVANTAGES[: P * G])  # KL rows always run
+    expected_run = (self_run + cross_run) / len(ADVANTAGES)
+    assert skipped["rows_run"] == pytest.approx(expected_run) and full["rows_run"] == 1.0
+    assert skipped["loss"] == pytest.approx(full["loss"], rel=1e-5, abs=1e-9)
+
+
+def agent_update(agent, batch, algorithm, algo_cfg, trainer, skip):
+    from hacrl_exp.trainer.update import update_learner
+
+    return update_learner(
+        agent, batch, ["a", "b"], get_algorithm(algorithm), algo_cfg, Mechanisms(), trainer, skip_zero_advantage=skip
+    )
