@@ -1,7 +1,7 @@
 """Shared machinery of the benchmark suite: configs, per-agent phase timing of trainer runs, RSS and load.
 
-Runs go through the real trainer (`hacrl_exp.trainer.loop.train`). `PhaseRecorder` wraps the three
-functions the loop calls per agent (collect_rollouts, build_learner_batch, update_learner) for the
+Runs go through the real trainer (`hacrl_exp.trainer.loop.train`, executor=local). `PhaseRecorder` wraps the
+three functions each agent worker calls (collect_rollouts, build_learner_batch, update_learner) for the
 duration of a run, so every step is split per agent and per phase without touching the package; the
 step totals come from the run's own metrics.jsonl (`time/*`). It also reads the process CPU time at the
 start and end of every step (the end is the loop's `time/step` log call): on a machine shared with other
@@ -25,7 +25,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hacrl_exp.config.preflight import CONFIG_DIR
 from hacrl_exp.config.schema import Config
 from hacrl_exp.config.validate import validate
-from hacrl_exp.trainer import loop
+from hacrl_exp.trainer import loop, worker
 from hacrl_exp.trainer.metrics import read_metrics
 
 BENCH_CONF = Path(__file__).resolve().parent / "conf"
@@ -106,17 +106,18 @@ class PhaseRecorder:
         self._step = 0
 
     def __enter__(self) -> PhaseRecorder:
-        for name in ("collect_rollouts", "build_learner_batch", "update_learner", "make_tracker"):
-            self._originals[name] = getattr(loop, name)
-        loop.collect_rollouts = self._collect
-        loop.build_learner_batch = self._build
-        loop.update_learner = self._update
+        for name in ("collect_rollouts", "build_learner_batch", "update_learner"):  # in-process workers call these
+            self._originals[name] = getattr(worker, name)
+        self._originals["make_tracker"] = loop.make_tracker
+        worker.collect_rollouts = self._collect
+        worker.build_learner_batch = self._build
+        worker.update_learner = self._update
         loop.make_tracker = self._tracker
         return self
 
     def __exit__(self, *exc) -> None:
         for name, original in self._originals.items():
-            setattr(loop, name, original)
+            setattr(loop if name == "make_tracker" else worker, name, original)
 
     def _collect(self, agent, index, problems, group, sampling, task, batch_size, times):
         if index == 0:  # the loop collects agent 0 first: a new step begins

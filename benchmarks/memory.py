@@ -48,16 +48,16 @@ class MemoryRecorder:
 
     def __enter__(self) -> MemoryRecorder:
         from hacrl_exp.agents import factory
-        from hacrl_exp.trainer import loop
+        from hacrl_exp.trainer import worker
 
         def patch(module, name, wrapper):
             self._saved.append((module, name, getattr(module, name)))
             setattr(module, name, wrapper(getattr(module, name)))
 
         patch(factory, "build_agent", self._on_build)
-        patch(loop, "collect_rollouts", lambda fn: self._phase(fn, "rollout", lambda a: a[0].name))
-        patch(loop, "build_learner_batch", lambda fn: self._phase(fn, "update", lambda a: a[2][a[0]]))
-        patch(loop, "update_learner", lambda fn: self._phase(fn, "update", lambda a: a[0].name))
+        patch(worker, "collect_rollouts", lambda fn: self._phase(fn, "rollout", lambda a: a[0].name))
+        patch(worker, "build_learner_batch", lambda fn: self._phase(fn, "update", lambda a: a[2][a[0]]))
+        patch(worker, "update_learner", lambda fn: self._phase(fn, "update", lambda a: a[0].name))
         self._before_build = rss_mb()
         return self
 

@@ -20,13 +20,17 @@ from hacrl_exp.errors import ConfigError, NumericsError, exit_on_bad_input
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def hydra_main(cfg: DictConfig) -> dict:
+    from hacrl_exp.sweep.trial import join_trial
     from hacrl_exp.tasks.math import DataError
     from hacrl_exp.trainer.loop import train  # heavy imports only once the config is valid
 
-    with exit_on_bad_input(ConfigError, DataError, NumericsError):
+    with exit_on_bad_input(ConfigError, DataError):
         config = validate(cfg)
         output_dir = Path(config.trainer.output_dir or HydraConfig.get().runtime.output_dir)
-        summary = train(config, output_dir)
+        on_evaluate = join_trial(config)  # an α-sweep trial: MLflow tags and pruning reports (docs/sweeps.md)
+    # in an α sweep a diverged run is a failed trial, not the end of the sweep
+    with exit_on_bad_input(ConfigError, DataError, *(() if on_evaluate else (NumericsError,))):
+        summary = train(config, output_dir, on_evaluate=on_evaluate)
     for step in (0, summary["last_step"]):
         for agent, metrics in summary["evals"].get(step, {}).items():
             print(f"step {step:>5} {agent:>12}: held-out accuracy {metrics['accuracy/mean']:.3f}")
@@ -65,9 +69,16 @@ def overrides_of(argv: list[str]) -> list[str]:
     return out
 
 
+def config_dirs_of(argv: list[str]) -> list[str]:
+    """--config-dir folders as a hydra.searchpath override, so preflight finds their groups (e.g. best_alpha)."""
+    dirs = [b for a, b in zip(argv, argv[1:]) if a in ("--config-dir", "-cd")]
+    dirs += [a.split("=", 1)[1] for a in argv if a.startswith(("--config-dir=", "-cd="))]
+    return [f"hydra.searchpath=[{','.join(repr(f'file://{Path(d).resolve()}') for d in dirs)}]"] if dirs else []
+
+
 def main() -> None:
     with exit_on_bad_input(ConfigError):
-        preflight(overrides_of(sys.argv[1:]), "config")
+        preflight(overrides_of(sys.argv[1:]) + config_dirs_of(sys.argv[1:]), "config")
     hydra_main()
 
 

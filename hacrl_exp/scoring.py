@@ -31,7 +31,7 @@ def response_logprobs(
         ids[i, : lengths[i]] = torch.tensor(list(p) + list(r))
         attention[i, : lengths[i]] = 1
     ids, attention = ids.to(device), attention.to(device)
-    logits = model(input_ids=ids, attention_mask=attention).logits[:, :-1].float()
+    logits = model(input_ids=ids, attention_mask=attention, use_cache=False).logits[:, :-1].float()
     targets = ids[:, 1:]
     token_logp = logits.gather(-1, targets.unsqueeze(-1)).squeeze(-1) - logits.logsumexp(-1)
 

@@ -3,19 +3,38 @@ nested child run per agent (its metrics, tagged agent=<name>), so runs and agent
 
 Metrics are buffered and written with `log_batch` when the trainer flushes (see trainer.loop), which keeps
 the sqlite store off the step's hot path. Secrets never become params: keys that look like
-tokens or passwords are dropped.
+tokens or passwords are dropped, and a password inside a URL (scheme://user:password@host) is masked
+(`redact_secrets`). Credentials for the tracking server itself are read by MLflow from the environment
+(MLFLOW_TRACKING_TOKEN, MLFLOW_TRACKING_USERNAME/PASSWORD), never from the config.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 from hacrl_exp.config.schema import TrackingConfig
+from hacrl_exp.faults import crash_point
 
-SECRET_MARKERS = ("token", "password", "secret", "api_key")
+SECRET_MARKERS = ("token", "password", "passwd", "secret", "api_key", "apikey", "credential", "private_key")
+_URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):[^/@\s]*@")
+
+
+def is_secret(key: str) -> bool:
+    """A config key whose value must never be logged (its name mentions a token, password, secret, ...)."""
+    return any(marker in key.lower() for marker in SECRET_MARKERS)
+
+
+def redact_secrets(tree: Any) -> Any:
+    """A copy of a config tree with secret values replaced by '***' and URL passwords masked (user:***@host)."""
+    if isinstance(tree, dict):
+        return {k: "***" if is_secret(str(k)) else redact_secrets(v) for k, v in tree.items()}
+    if isinstance(tree, list):
+        return [redact_secrets(v) for v in tree]
+    return _URL_PASSWORD.sub(r"\1:***@", tree) if isinstance(tree, str) else tree
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
@@ -65,14 +84,16 @@ class MlflowTracker:
         experiment = self.client.get_experiment_by_name(cfg.experiment)
         experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(cfg.experiment)
         self.pending: dict[str, list] = {}
+        self.logged: dict[str, dict[str, int]] = {}
         if run_ids:  # resume: continue the same runs instead of making new ones
             self.run_ids = dict(run_ids)
             for run_id in self.run_ids.values():
                 self.client.update_run(run_id, status="RUNNING")
+                self.logged[run_id] = self._last_steps(run_id)
             return
         parent = self.client.create_run(experiment_id, run_name=cfg.run_name, tags={**tags, "role": "parent"})
         self.run_ids = {"": parent.info.run_id}
-        safe = {k: v[:6000] for k, v in flatten(params).items() if not any(m in k.lower() for m in SECRET_MARKERS)}
+        safe = {k: v[:6000] for k, v in flatten(redact_secrets(params)).items() if not is_secret(k)}
         self._log_params(parent.info.run_id, safe)
         for name in agents:
             child = self.client.create_run(
@@ -98,18 +119,31 @@ class MlflowTracker:
         for start in range(0, len(items), 100):
             self.client.log_batch(run_id, params=items[start : start + 100])
 
+    def _last_steps(self, run_id: str) -> dict[str, int]:
+        """The last step of each metric a run already holds (read once, on resume)."""
+        keys = self.client.get_run(run_id).data.metrics
+        return {key: max(m.step for m in self.client.get_metric_history(run_id, key)) for key in keys}
+
     def log(self, step: int, metrics: dict[str, float], agent: str | None = None) -> None:
-        """Buffer metrics for the agent's child run (agent=None: the parent run)."""
+        """Buffer metrics for the agent's child run (agent=None: the parent run).
+
+        After a resume, a (metric, step) the interrupted run already logged is not logged again: batches are
+        written in step order, so a metric's logged steps are exactly those up to its last one, and the resumed
+        run reproduces their values (exact resume), so the histories never hold a step twice.
+        """
         from mlflow.entities import Metric
 
         now = int(time.time() * 1000)
-        bucket = self.pending.setdefault(self.run_ids[agent or ""], [])
-        bucket.extend(Metric(k, float(v), now, step) for k, v in metrics.items())
+        run_id = self.run_ids[agent or ""]
+        done = self.logged.get(run_id, {})
+        bucket = self.pending.setdefault(run_id, [])
+        bucket.extend(Metric(k, float(v), now, step) for k, v in metrics.items() if step > done.get(k, -1))
 
     def flush(self) -> None:
         for run_id, metrics in self.pending.items():
             for start in range(0, len(metrics), 1000):
                 self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
+                crash_point("mlflow")  # fault-injection hook (hacrl_exp.faults): a kill between MLflow batches
         self.pending = {}
 
     def log_artifacts(self, folder: Path, artifact_path: str, agent: str | None = None) -> None:

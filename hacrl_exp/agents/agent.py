@@ -14,11 +14,14 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from hacrl_exp.config.schema import AgentConfig
+from hacrl_exp.agents.lora import AdapterDisabled, apply_lora, is_lora, save_lora_agent
+from hacrl_exp.agents.precision import DTYPES, enable_gradient_checkpointing, prepare_model
+from hacrl_exp.config.schema import AgentConfig, RolloutConfig
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.rollout.base import RolloutEngine
 from hacrl_exp.rollout.hf import HFRolloutEngine
 
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+__all__ = ["DTYPES", "Agent", "build_agent", "load_pretrained", "save_agent"]
 
 
 @dataclass
@@ -26,11 +29,11 @@ class Agent:
     name: str
     model: PreTrainedModel
     tokenizer: PreTrainedTokenizerBase
-    engine: HFRolloutEngine
+    engine: RolloutEngine
     optimizer: torch.optim.Optimizer | None
     """None for a frozen agent."""
-    reference: PreTrainedModel | None
-    """Frozen initial model for the KL term; None when algorithm.kl_coef is 0."""
+    reference: torch.nn.Module | None
+    """Frozen initial model for the KL term (a LoRA agent: its base, adapters off); None when algorithm.kl_coef is 0."""
     use_chat_template: bool
     max_prompt_tokens: int
 
@@ -71,9 +74,11 @@ def load_pretrained(name: str, cfg: AgentConfig) -> tuple[PreTrainedModel, PreTr
             trust_remote_code=cfg.model.trust_remote_code,
             use_safetensors=True,
         )
-    except OSError as exc:
+    except (OSError, ValueError) as exc:  # ValueError: e.g. a model that ships its own code, remote code off
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ConfigError(f"{key}.model.path={cfg.model.path!r} could not be loaded ({first})") from None
+        remote = "trust_remote_code" in str(exc)
+        fix = f"; set {key}.model.trust_remote_code=true only if you trust its code" if remote else ""
+        raise ConfigError(f"{key}.model.path={cfg.model.path!r} could not be loaded ({first}){fix}") from None
     return model, tokenizer
 
 
@@ -87,28 +92,54 @@ def build_agent(
     kl_coef: float,
     max_prompt_tokens: int,
     max_batch_size: int,
+    rollout: RolloutConfig | None = None,
+    seed: int = 0,
 ) -> Agent:
-    """Wrap a built model: optimizer (unless frozen), rollout engine, and a frozen reference when KL is on."""
+    """Wrap a built model: dtype, device and autocast (agents.precision), LoRA adapters, gradient checkpointing,
+    optimizer over the trainable weights (unless frozen), rollout engine (rollout.backend, default hf), and a frozen
+    reference when KL is on. `seed` fixes the LoRA adapters' initialisation and the vLLM engine's sampling."""
+    key = f"agents.members.{name}"
     if tokenizer.eos_token_id is None:
-        raise ConfigError(f"agents.members.{name}.tokenizer has no EOS token; use a tokenizer that defines eos_token")
+        raise ConfigError(f"{key}.tokenizer has no EOS token; use a tokenizer that defines eos_token")
     if tokenizer.pad_token_id is None:
         tokenizer.pad_token = tokenizer.eos_token
-    model.to(device)
-    model.eval()  # no dropout: scoring and training see the same function (tiny configs have dropout 0)
+    model = prepare_model(model, cfg.model, device)
+    lora = cfg.lora.r > 0 and not cfg.frozen
     reference = None
-    if kl_coef > 0 and not cfg.frozen:
+    if kl_coef > 0 and not cfg.frozen and not lora:
         reference = copy.deepcopy(model).requires_grad_(False)
+    if lora:
+        model = apply_lora(model, cfg.lora, f"{key}.lora", seed=seed)
+        reference = AdapterDisabled(model).eval() if kl_coef > 0 else None
+    if cfg.model.gradient_checkpointing and not cfg.frozen:
+        try:
+            enable_gradient_checkpointing(model)
+        except ValueError as exc:
+            raise ConfigError(f"{key}.model.gradient_checkpointing=true: {exc}; set it to false") from None
     optimizer = None
     if not cfg.frozen:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        trainable = [p for p in model.parameters() if p.requires_grad]
+        optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
     else:
         model.requires_grad_(False)
     use_chat = cfg.chat_template and getattr(tokenizer, "chat_template", None) is not None
-    engine = HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size)
+    if rollout is not None and rollout.backend == "vllm":
+        from hacrl_exp.rollout.vllm import VLLMRolloutEngine
+
+        engine_dtype = cfg.model.compute_dtype or cfg.model.dtype
+        engine = VLLMRolloutEngine(model, tokenizer, rollout.vllm, dtype=engine_dtype, seed=seed, optimizer=optimizer)
+    else:
+        engine = HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size)
     return Agent(name, model, tokenizer, engine, optimizer, reference, use_chat, max_prompt_tokens)
 
 
 def save_agent(agent: Agent, folder: Path) -> None:
-    """Hugging Face `save_pretrained` layout (safetensors) of the model and its tokenizer."""
-    agent.model.save_pretrained(folder, safe_serialization=True)
+    """Hugging Face `save_pretrained` layout (safetensors) of the model and its tokenizer.
+
+    A LoRA agent saves its merged weights there and its adapter in folder/adapter (agents.lora).
+    """
+    if is_lora(agent.model):
+        save_lora_agent(agent.model, folder)
+    else:
+        agent.model.save_pretrained(folder, safe_serialization=True)
     agent.tokenizer.save_pretrained(folder)

@@ -11,6 +11,7 @@ import transformers
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from hacrl_exp.agents.agent import Agent, build_agent, load_pretrained
+from hacrl_exp.agents.devices import agent_devices
 from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
 from hacrl_exp.agents.warmstart import warm_start_cached
 from hacrl_exp.config.schema import AgentConfig, Config
@@ -74,38 +75,49 @@ def tiny_model(name: str, cfg: AgentConfig, task, config: Config, index: int):
     return result.model, result.tokenizer
 
 
-def make_agents(config: Config, task, device: torch.device) -> list[Agent]:
-    """Agents in declared order, each with its model, tokenizer, optimizer, engine and (if KL) reference."""
+def make_agents(config: Config, task, device: torch.device | None = None) -> list[Agent]:
+    """Agents in declared order, each with its model, tokenizer, optimizer, engine and (if KL) reference.
+
+    device None places each agent on its own device (agents.members.<name>.device, else trainer.device; 'auto'
+    spreads them over the visible GPUs, agents.devices); a device puts them all there.
+    """
+    return [make_agent(config, task, device, index) for index in range(len(config.agents.members))]
+
+
+def make_agent(config: Config, task, device: torch.device | None, index: int) -> Agent:
+    """The index-th agent of agents.members (declared order); each agent worker builds its own this way.
+
+    device None: the agent's placed device (agents.devices.agent_devices), checked before any model loads.
+    """
     transformers.utils.logging.disable_progress_bar()  # per-file load/save bars would drown the run's own bar
-    agents = []
-    for index, (name, cfg) in enumerate(config.agents.members.items()):
-        if cfg.model.source == "pretrained":
-            model, tokenizer = load_pretrained(name, cfg)
-        else:
-            try:
-                model, tokenizer = tiny_model(name, cfg, task, config, index)
-            except ValueError as exc:  # sizes that do not fit the task, e.g. a BPE vocabulary below its alphabet
-                raise ConfigError(f"agents.members.{name}: {exc}") from None
-        # prompt + response must fit the model's positions; keep the end of long prompts (the question)
-        positions = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
-        prompt_limit = config.task.max_prompt_tokens
-        if positions:
-            prompt_limit = min(prompt_limit, positions - config.rollout.max_new_tokens)
-            if prompt_limit < 8:
-                raise ConfigError(
-                    f"rollout.max_new_tokens={config.rollout.max_new_tokens} leaves no room for a prompt in "
-                    f"agents.members.{name}'s {positions} positions; raise model.max_positions or lower it"
-                )
-        agents.append(
-            build_agent(
-                name,
-                cfg,
-                model,
-                tokenizer,
-                device=device,
-                kl_coef=config.algorithm.kl_coef,
-                max_prompt_tokens=prompt_limit,
-                max_batch_size=config.rollout.max_batch_size,
+    name, cfg = list(config.agents.members.items())[index]
+    device = agent_devices(config)[name] if device is None else device
+    if cfg.model.source == "pretrained":
+        model, tokenizer = load_pretrained(name, cfg)
+    else:
+        try:
+            model, tokenizer = tiny_model(name, cfg, task, config, index)
+        except ValueError as exc:  # sizes that do not fit the task, e.g. a BPE vocabulary below its alphabet
+            raise ConfigError(f"agents.members.{name}: {exc}") from None
+    # prompt + response must fit the model's positions; keep the end of long prompts (the question)
+    positions = getattr(model.config, "max_position_embeddings", None) or getattr(model.config, "n_positions", None)
+    prompt_limit = config.task.max_prompt_tokens
+    if positions:
+        prompt_limit = min(prompt_limit, positions - config.rollout.max_new_tokens)
+        if prompt_limit < 8:
+            raise ConfigError(
+                f"rollout.max_new_tokens={config.rollout.max_new_tokens} leaves no room for a prompt in "
+                f"agents.members.{name}'s {positions} positions; raise model.max_positions or lower it"
             )
-        )
-    return agents
+    return build_agent(
+        name,
+        cfg,
+        model,
+        tokenizer,
+        device=device,
+        kl_coef=config.algorithm.kl_coef,
+        max_prompt_tokens=prompt_limit,
+        max_batch_size=config.rollout.max_batch_size,
+        rollout=config.rollout,
+        seed=config.seed * 1000 + index,  # LoRA initialisation and the vLLM engine's sampling seed
+    )

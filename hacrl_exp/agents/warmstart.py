@@ -131,7 +131,9 @@ class WarmStartResult:
 
 def load_agent(path: Path) -> tuple[transformers.PreTrainedModel, transformers.PreTrainedTokenizerFast]:
     """Model (float32, eval mode) and tokenizer saved with save_pretrained in `path`; no remote code."""
-    model = transformers.AutoModelForCausalLM.from_pretrained(path, trust_remote_code=False, dtype=torch.float32)
+    model = transformers.AutoModelForCausalLM.from_pretrained(
+        path, trust_remote_code=False, dtype=torch.float32, use_safetensors=True
+    )
     model.loss_type = "ForCausalLM"
     return model.eval(), transformers.PreTrainedTokenizerFast.from_pretrained(path)
 

@@ -15,7 +15,7 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from hacrl_exp.config.schema import rng
+from hacrl_exp.config.schema import SEED_MAX, rng
 from hacrl_exp.config.validate import _check_ranges
 from hacrl_exp.errors import ConfigError
 
@@ -25,7 +25,7 @@ class SamplingOverrides:
     temperature: float | None = field(default=None, metadata=rng(0, 10))
     """Sampling temperature for every benchmark; null keeps each benchmark's own (0 = greedy)."""
     top_p: float | None = field(default=None, metadata=rng(0, 1, low_open=True))
-    top_k: int | None = None
+    top_k: int | None = field(default=None, metadata=rng(-1, 1 << 20))
     """-1 disables top-k."""
 
 
@@ -67,7 +67,7 @@ class EvaluateConfig:
     max_new_tokens: int | None = field(default=None, metadata=rng(1, 1 << 20))
     """Response token budget; null keeps each benchmark's own. Cut to fit a model's position limit."""
     max_prompt_tokens: int = field(default=2048, metadata=rng(8, 1 << 20))
-    seed: int = 0
+    seed: int = field(default=0, metadata=rng(0, SEED_MAX))
     bootstrap: int = field(default=1000, metadata=rng(0, 1_000_000))
     """Bootstrap resamples for the 95% confidence intervals."""
     grader: GraderSettings = field(default_factory=GraderSettings)
@@ -77,7 +77,7 @@ class EvaluateConfig:
     device: str = "auto"
     dtype: str = "float32"
     max_batch_size: int = field(default=64, metadata=rng(1, 1 << 20))
-    threads: int | None = None
+    threads: int | None = field(default=None, metadata=rng(1, 4096))
     output_dir: str | None = None
     """Where the parquet results go; default Hydra's job folder."""
 

@@ -23,6 +23,7 @@ from hacrl_exp.config.validate import describe, validate
 from hacrl_exp.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
+HYDRA_KEYS_CHECKED = ("hydra.searchpath", "hydra.sweeper.")  # composed too: the groups they find, sweeper typos
 ConfigStore.instance().store(name="config_schema", node=Config)
 
 
@@ -35,7 +36,7 @@ def first_choices(overrides: list[str]) -> list[str]:
     out = []
     for override in parsed:
         key = override.get_key_element()
-        if key.lstrip("+~").startswith("hydra"):
+        if key.lstrip("+~").startswith("hydra") and not key.startswith(HYDRA_KEYS_CHECKED):
             continue
         if override.is_sweep_override():
             out.append(f"{key}={next(iter(override.sweep_string_iterator()))}")
@@ -49,8 +50,9 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
-def compose_config(overrides: list[str], config_name: str = "config") -> DictConfig:
-    """The composed config for these overrides, with Hydra's errors turned into one-line ConfigErrors."""
+def compose_config(overrides: list[str], config_name: str = "config", explain=describe) -> DictConfig:
+    """The composed config for these overrides, with Hydra's errors turned into one-line ConfigErrors
+    (`explain` words an OmegaConf error; the default knows the training schema)."""
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
@@ -59,7 +61,7 @@ def compose_config(overrides: list[str], config_name: str = "config") -> DictCon
         raise ConfigError(_missing_option(overrides, exc)) from None
     except HydraException as exc:
         cause = exc.__cause__
-        raise ConfigError(describe(cause) if isinstance(cause, OmegaConfBaseException) else _first_line(exc)) from None
+        raise ConfigError(explain(cause) if isinstance(cause, OmegaConfBaseException) else _first_line(exc)) from None
     finally:
         GlobalHydra.instance().clear()
 

@@ -11,6 +11,9 @@ from typing import Any, Dict, List, Optional
 
 from hacrl_exp.algo.algorithms import Mechanisms
 
+SEED_MAX = 2**32 - 1
+"""Seeds lie in [0, 2**32 - 1], what torch, numpy and random all accept."""
+
 
 def rng(low: float | None = None, high: float | None = None, *, high_open: bool = False, low_open: bool = False):
     """Field metadata: the inclusive (or open) range a numeric value must lie in."""
@@ -30,7 +33,13 @@ class ModelConfig:
     num_heads: int = field(default=4, metadata=rng(1, 256))
     max_positions: int = field(default=128, metadata=rng(16, 1 << 20))
     dtype: str = "float32"
-    """float32 | bfloat16 | float16."""
+    """Weights' dtype: float32 | bfloat16 | float16. bfloat16 weights with AdamW lose updates below bf16's
+    resolution; for full fine-tuning prefer float32 weights with compute_dtype=bfloat16 (docs/gpu.md)."""
+    compute_dtype: Optional[str] = None
+    """bfloat16: forward and backward run under torch.autocast in bf16 (mixed precision: float32 master weights
+    and AdamW state when dtype=float32); None: compute in the weights' dtype. Log-probs are float32 either way."""
+    gradient_checkpointing: bool = False
+    """Recompute each decoder layer's activations in the backward pass (less memory, ~1/3 more compute)."""
     trust_remote_code: bool = False
     """Run code shipped with a hub model. Off unless you trust the repository."""
 
@@ -56,6 +65,16 @@ class WarmStartConfig:
 
 
 @dataclass
+class LoraConfig:
+    r: int = field(default=0, metadata=rng(0, 65536))
+    """LoRA rank; 0 trains every weight (no LoRA). With r > 0 only the adapters train (peft, `.[lora]` extra)."""
+    alpha: float = field(default=32.0, metadata=rng(0, 1e6, low_open=True))
+    """LoRA scale numerator: the update is (alpha / r)·B·A."""
+    target_modules: List[str] = field(default_factory=lambda: ["all-linear"])
+    """Module names to adapt (e.g. [q_proj, v_proj]); [all-linear] = every linear layer but the output head."""
+
+
+@dataclass
 class AgentConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
@@ -67,10 +86,15 @@ class AgentConfig:
     """A frozen agent shares rollouts but never learns."""
     learns_from: Optional[List[str]] = None
     """Sources of this learner, used when agents.topology=custom."""
-    alpha_from: Dict[str, float] = field(default_factory=dict)
+    alpha_from: Dict[str, float] = field(default_factory=dict, metadata=rng(0, 100))
     """α per incoming edge, e.g. {other_agent: 3.0}; others use algorithm.alpha."""
     chat_template: bool = True
     """Render prompts with the tokenizer's chat template when it has one (enable_thinking=False)."""
+    device: Optional[str] = None
+    """auto | cpu | cuda | cuda:N for this agent; default trainer.device. auto spreads agents over the visible GPUs
+    (the least-loaded first, hacrl_exp.agents.devices.place_agents), else CPU."""
+    lora: LoraConfig = field(default_factory=LoraConfig)
+    """Low-rank adapters for large agents: agents.members.<name>.lora.r=16 turns them on."""
 
 
 @dataclass
@@ -121,7 +145,7 @@ class AlgorithmConfig:
 class TaskConfig:
     name: str = "arithmetic"
     """arithmetic (embedded, no download) | math (JSONL or HF dataset)."""
-    seed: int = 0
+    seed: int = field(default=0, metadata=rng(0, SEED_MAX))
     tiers: List[str] = field(default_factory=lambda: ["add3", "add4", "mul31", "mul41"])
     """arithmetic: difficulty tiers (add2 add3 add4 mul21 mul31 mul41)."""
     scratchpad: bool = True
@@ -133,21 +157,38 @@ class TaskConfig:
     eval_file: str = "math500.jsonl"
     hf_train: Optional[str] = "DigitalLearningGmbH/MATH-lighteval"
     """math: HF dataset used when no local file is found."""
-    eval_limit: Optional[int] = None
+    eval_limit: Optional[int] = field(default=None, metadata=rng(1, 10_000_000))
     grader_timeout_s: float = field(default=5.0, metadata=rng(0.1, 600))
     grader_workers: int = field(default=1, metadata=rng(1, 64))
-    skip_bad_rows: bool = False
+    bad_rows: str = "error"
+    """math: a malformed, empty, non-UTF-8 or duplicate-id data row: error (stop, naming file:line) | skip (count
+    by reason, report as data/skipped_rows metrics)."""
     max_prompt_tokens: int = field(default=1024, metadata=rng(8, 1 << 20))
+
+
+@dataclass
+class VLLMConfig:
+    gpu_memory_utilization: float = field(default=0.3, metadata=rng(0, 1, low_open=True))
+    """Share of the GPU's memory each vLLM engine may take for weights and KV cache while awake."""
+    sleep_level: int = field(default=2, metadata=rng(0, 2))
+    """Sleep between generations so training gets the memory: 1 parks weights in CPU RAM, 2 drops them (they
+    are synced from the trainer anyway), 0 never sleeps."""
+    enforce_eager: bool = False
+    """Skip CUDA-graph capture (faster start, slower decoding)."""
+    max_model_len: Optional[int] = field(default=None, metadata=rng(16, 1 << 24))
+    """Longest prompt + response; default the model's max_position_embeddings."""
 
 
 @dataclass
 class RolloutConfig:
     backend: str = "hf"
-    """hf (transformers generate). vLLM comes behind the same interface."""
+    """hf (transformers generate) | vllm (optional `.[gpu]` extra, CUDA only; weights synced after updates)."""
     temperature: float = field(default=1.0, metadata=rng(0, 10))
     top_p: float = field(default=1.0, metadata=rng(0, 1, low_open=True))
     max_new_tokens: int = field(default=48, metadata=rng(1, 1 << 20))
     max_batch_size: int = field(default=256, metadata=rng(1, 1 << 20))
+    vllm: VLLMConfig = field(default_factory=VLLMConfig)
+    """Engine settings used when backend=vllm."""
 
 
 @dataclass
@@ -164,24 +205,24 @@ class TrainerConfig:
     """Abort after this many consecutive steps in which a learner skipped every update (NaN/inf gradients)."""
     eval_every: int = field(default=25, metadata=rng(0, 10_000_000))
     """Greedy held-out evaluation every N steps (and at start and end); 0 = only at start and end."""
-    eval_limit: Optional[int] = None
+    eval_limit: Optional[int] = field(default=None, metadata=rng(1, 10_000_000))
     eval_benchmarks: List[str] = field(default_factory=list)
     """Benchmarks of evaluation/ (e.g. [math500]) also scored at every evaluation, through hacrl_exp.evaluation."""
-    eval_benchmark_limit: Optional[int] = None
+    eval_benchmark_limit: Optional[int] = field(default=None, metadata=rng(1, 10_000_000))
     """First N problems of each of eval_benchmarks."""
     checkpoint_every: int = field(default=0, metadata=rng(0, 10_000_000))
     """Checkpoint every N steps (and at the end); 0 = only at the end."""
     keep_checkpoints: int = field(default=2, metadata=rng(1, 10_000))
     resume: Optional[str] = None
     """A run's output folder (or its checkpoints folder) to resume from."""
-    stop_after: Optional[int] = None
+    stop_after: Optional[int] = field(default=None, metadata=rng(1, 10_000_000))
     """Stop after this step, as if interrupted (resume tests)."""
     output_dir: Optional[str] = None
     """Default: Hydra's job output folder."""
     cache_dir: Optional[str] = None
     """Warm-start cache; default $HACRL_CACHE_DIR or ~/.cache/hacrl_exp."""
     device: str = "auto"
-    threads: Optional[int] = None
+    threads: Optional[int] = field(default=None, metadata=rng(1, 4096))
     """torch threads (default: torch's choice)."""
     progress: bool = True
     save_final_models: bool = True
@@ -203,8 +244,42 @@ class TrackingConfig:
 
 
 @dataclass
+class SweepTrialConfig:
+    """Set by the hacrl_optuna sweeper on each job it launches (docs/sweeps.md); empty outside a sweep."""
+
+    storage: Optional[str] = None
+    """Optuna storage URL of the sweep's studies."""
+    studies: List[str] = field(default_factory=list)
+    """The edge studies this job is a trial of, `<study_name>/<learner><-<source>`."""
+    numbers: List[int] = field(default_factory=list)
+    """This job's trial number in each of `studies`."""
+
+
+@dataclass
+class ExecutorConfig:
+    backend: str = "local"
+    """local: every agent in this process, one after another | ray: each agent a Ray actor (hacrl_exp.trainer.executor).
+    Both give the same metrics for the same seed."""
+    address: Optional[str] = None
+    """ray: null starts a private Ray for the run, bound to 127.0.0.1 and stopped at the end; 'auto' or 'host:port'
+    joins a running cluster (`ray start --head`); inside a Ray job (hydra/launcher=hacrl_ray) the job's cluster."""
+    include_dashboard: bool = False
+    """ray: start Ray's dashboard with a private Ray (it then listens on 127.0.0.1:8265)."""
+    num_cpus: Optional[int] = field(default=None, metadata=rng(1, 1_000_000))
+    """ray: CPUs a private Ray may schedule (default: all of this machine's)."""
+    cpus_per_agent: float = field(default=1.0, metadata=rng(0, 1024))
+    """ray: CPUs reserved by each agent's actor."""
+    gpus_per_agent: float = field(default=0.0, metadata=rng(0, 64))
+    """ray: GPUs reserved by each agent's actor (a fraction shares a GPU); 0 = the actor sees no GPU."""
+    threads_per_agent: Optional[int] = field(default=None, metadata=rng(1, 4096))
+    """ray: torch threads in each actor; default trainer.threads, else max(1, cpus_per_agent)."""
+    runtime_env: Dict[str, Any] = field(default_factory=dict)
+    """ray: Ray runtime_env of the actors, e.g. {env_vars: {HF_HOME: /data/hf}}."""
+
+
+@dataclass
 class Config:
-    seed: int = 0
+    seed: int = field(default=0, metadata=rng(0, SEED_MAX))
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
     mechanisms: Mechanisms = field(default_factory=Mechanisms)
@@ -213,5 +288,9 @@ class Config:
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    executor: ExecutorConfig = field(default_factory=ExecutorConfig)
+    """Where the agents run: in this process or as Ray actors (conf/executor)."""
     extra: Dict[str, Any] = field(default_factory=dict)
     """Free-form notes and tags; logged, never read."""
+    trial: SweepTrialConfig = field(default_factory=SweepTrialConfig)
+    """This job's trials when an α sweep launched it (hacrl_exp.sweep); empty otherwise."""

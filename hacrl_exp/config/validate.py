@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import importlib.util
 import os
+import re
 import typing
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from hacrl_exp.algo import ALGORITHMS
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.graph import TOPOLOGIES, graph_from_config
+from hacrl_exp.tasks.rows import BAD_ROW_POLICIES
 
 CHOICES = {
     "model.source": ("tiny", "pretrained"),
@@ -27,8 +30,10 @@ CHOICES = {
     "algorithm.kl_aggregation": ("seq_mean_token_mean", "token_mean"),
     "algorithm.capability_scope": ("batch", "category"),
     "task.name": ("arithmetic", "math"),
-    "rollout.backend": ("hf",),
+    "task.bad_rows": BAD_ROW_POLICIES,
+    "rollout.backend": ("hf", "vllm"),
     "tracking.backend": ("mlflow", "none"),
+    "executor.backend": ("local", "ray"),
 }
 ARITHMETIC_TIERS = ("add2", "add3", "add4", "mul21", "mul31", "mul41")
 
@@ -45,6 +50,7 @@ def validate(cfg: DictConfig | dict) -> Config:
     _check_ranges(config, "")
     _check_choices(config)
     _check_semantics(config)
+    _check_gpu(config)
     return config
 
 
@@ -53,30 +59,73 @@ def describe(exc: OmegaConfBaseException) -> str:
     key = getattr(exc, "full_key", "") or ""
     if isinstance(exc, (ConfigKeyError, ConfigAttributeError)) and key:
         parent, _, leaf = key.rpartition(".")
+        if typing.get_origin(_node_at(parent)) is dict:  # a free-form table (extra, alpha_from, tags): new entries
+            return f"{key} is not set yet; add a new entry with +{key}=<value>"
         options = _fields_at(parent)
         close = difflib.get_close_matches(leaf, options, n=1)
         hint = f" Did you mean {parent + '.' if parent else ''}{close[0]}?" if close else ""
-        return f"{key} is not a config key.{hint} Known keys here: {sorted(options)}"
+        known = f" Known keys here: {sorted(options)}" if options else ""  # e.g. hydra.* nodes: not in the schema
+        return f"{key} is not a config key.{hint}{known}"
     message = str(exc).splitlines()[0]
+    spec = _field_at(key).metadata.get("range") if _field_at(key) else None
+    if spec:  # e.g. a word where a number goes: say which numbers would do
+        message += f"; allowed {range_text(spec)}"
     return f"{key}: {message}" if key else message
 
 
-def _fields_at(path: str) -> list[str]:
-    """Field names of the schema node at a dotted path (a Dict[str, Dataclass] consumes its key)."""
+def _node_at(path: str) -> Any:
+    """The schema type at a dotted path: a dataclass, a Dict[...] table (when the path ends at it), or None.
+
+    A Dict[str, Dataclass] (agents.members) consumes the key after it.
+    """
     node: Any = Config
     parts = [p for p in path.split(".") if p]
     i = 0
     while i < len(parts):
         hint = typing.get_type_hints(node).get(parts[i]) if dataclasses.is_dataclass(node) else None
         if hint is None:
-            return []
+            return None
         is_dict = typing.get_origin(hint) is dict
+        if is_dict and i + 1 == len(parts):
+            return hint
         node = typing.get_args(hint)[1] if is_dict else hint
         i += 2 if is_dict else 1
+    return node
+
+
+def _fields_at(path: str) -> list[str]:
+    """Field names of the schema node at a dotted path."""
+    node = _node_at(path)
     return [f.name for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else []
 
 
+def _field_at(key: str) -> dataclasses.Field | None:
+    """The schema field a dotted key names, or None."""
+    parent, _, leaf = key.rpartition(".")
+    node = _node_at(parent)
+    if not dataclasses.is_dataclass(node):
+        return None
+    return next((f for f in dataclasses.fields(node) if f.name == leaf), None)
+
+
+def range_text(spec: tuple) -> str:
+    """'[0, 1)' for rng(0, 1, high_open=True): the interval a `range` metadata allows."""
+    low, high, low_open, high_open = spec
+    return f"{'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
+
+
+def out_of_range(value: float, spec: tuple) -> bool:
+    """True when value lies outside the `range` metadata spec; NaN lies outside every range."""
+    low, high, low_open, high_open = spec
+    if value != value:  # NaN compares false with everything
+        return True
+    return (low is not None and (value <= low if low_open else value < low)) or (
+        high is not None and (value >= high if high_open else value > high)
+    )
+
+
 def _check_ranges(node: Any, prefix: str) -> None:
+    """Every field with `range` metadata (each value of a Dict field) lies in its range; nested configs too."""
     if isinstance(node, dict):
         for name, value in node.items():
             _check_ranges(value, f"{prefix}.{name}")
@@ -86,14 +135,10 @@ def _check_ranges(node: Any, prefix: str) -> None:
     for f in dataclasses.fields(node):
         value, key = getattr(node, f.name), f"{prefix}.{f.name}".lstrip(".")
         if "range" in f.metadata and value is not None:
-            low, high, low_open, high_open = f.metadata["range"]
-            bad = (low is not None and (value <= low if low_open else value < low)) or (
-                high is not None and (value >= high if high_open else value > high)
-            )
-            if bad:
-                lo = "(" if low_open else "["
-                hi = ")" if high_open else "]"
-                raise ConfigError(f"{key}={value!r} is out of range; allowed {lo}{low}, {high}{hi}")
+            entries = {f"{key}.{k}": v for k, v in value.items()} if isinstance(value, dict) else {key: value}
+            for name, entry in entries.items():
+                if out_of_range(entry, f.metadata["range"]):
+                    raise ConfigError(f"{name}={entry!r} is out of range; allowed {range_text(f.metadata['range'])}")
         _check_ranges(value, key)
 
 
@@ -115,14 +160,41 @@ def _check_choices(config: Config) -> None:
         "algorithm.kl_aggregation",
         "algorithm.capability_scope",
         "task.name",
+        "task.bad_rows",
         "rollout.backend",
         "tracking.backend",
+        "executor.backend",
     ):
         group, leaf = key.split(".")
         check(key, getattr(getattr(config, group), leaf), CHOICES[key])
     if config.task.name == "arithmetic":
         for tier in config.task.tiers:
             check("task.tiers", tier, ARITHMETIC_TIERS)
+
+
+DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+
+
+def _check_gpu(config: Config) -> None:
+    """Devices, precision, LoRA and the vLLM backend: optional extras must be installed before any model loads."""
+    if not DEVICE.fullmatch(config.trainer.device):
+        raise ConfigError(f"trainer.device={config.trainer.device!r} is not a device; use auto, cpu, cuda or cuda:N")
+    for name, agent in config.agents.members.items():
+        key = f"agents.members.{name}"
+        if agent.device is not None and not DEVICE.fullmatch(agent.device):
+            raise ConfigError(f"{key}.device={agent.device!r} is not a device; use auto, cpu, cuda or cuda:N (or null)")
+        if agent.model.compute_dtype not in (None, "bfloat16"):
+            dtype = agent.model.compute_dtype
+            raise ConfigError(f"{key}.model.compute_dtype={dtype!r} is not one of [null, 'bfloat16']")
+        if agent.lora.r > 0 and importlib.util.find_spec("peft") is None:
+            raise ConfigError(f'{key}.lora.r={agent.lora.r} needs peft, not installed: pip install -e ".[lora]"')
+        if agent.lora.r > 0 and not agent.lora.target_modules:
+            raise ConfigError(f"{key}.lora.target_modules is empty; name the modules to adapt, or [all-linear]")
+    if config.rollout.backend == "vllm" and importlib.util.find_spec("vllm") is None:
+        raise ConfigError(
+            'rollout.backend=vllm needs vLLM, which is not installed: pip install -e ".[gpu]" on a CUDA machine, '
+            "or use rollout=hf"
+        )
 
 
 def looks_like_local_path(path: str) -> bool:

@@ -140,7 +140,7 @@ def load_checkpoint_agent(
         else:
             tokenizer = AutoTokenizer.from_pretrained(ckpt.path, padding_side="left", trust_remote_code=False)
         model = AutoModelForCausalLM.from_pretrained(
-            ckpt.path, dtype=DTYPES.get(dtype, torch.float32), trust_remote_code=False
+            ckpt.path, dtype=DTYPES.get(dtype, torch.float32), trust_remote_code=False, use_safetensors=True
         )
     except (OSError, ValueError, KeyError) as exc:
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]

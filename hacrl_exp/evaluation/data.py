@@ -18,7 +18,8 @@ from hacrl_exp.errors import ConfigError
 from hacrl_exp.evaluation.extract import SOURCE_EXTRACTORS
 from hacrl_exp.evaluation.spec import BenchmarkSpec
 from hacrl_exp.tasks.base import Problem
-from hacrl_exp.tasks.math import DATA_DIR_ENV, DataError, _jsonl_records
+from hacrl_exp.tasks.math import DATA_DIR_ENV
+from hacrl_exp.tasks.rows import BadRows, DataError, check_unique, field_text, jsonl_records
 
 SOURCES = ("auto", "local", "hf")
 FIELD_TARGETS = ("id", "problem", "answer", "category", "solution")
@@ -50,9 +51,16 @@ def data_folder(data_dir: str | os.PathLike | None) -> Path | None:
 
 
 def load_problems(
-    spec: BenchmarkSpec, data_dir: str | os.PathLike | None = None, limit: int | None = None, source: str = "auto"
+    spec: BenchmarkSpec,
+    data_dir: str | os.PathLike | None = None,
+    limit: int | None = None,
+    source: str = "auto",
+    bad_rows: str = "error",
 ) -> list[Problem]:
-    """The first `limit` problems (all when None) of a benchmark, validated; DataError/ConfigError on bad input."""
+    """The first `limit` problems (all when None) of a benchmark, validated; DataError/ConfigError on bad input.
+
+    bad_rows: 'error' (a benchmark's score needs every row) or 'skip' (count and log them; `hacrl_exp.tasks.rows`).
+    """
     if source not in SOURCES:
         raise ConfigError(f"source={source!r} is not one of {list(SOURCES)}")
     if spec.embedded is not None:
@@ -70,23 +78,18 @@ def load_problems(
         path = folder / spec.local_file
         if not path.is_file():
             raise DataError(f"benchmark {spec.name}: {path} does not exist. Put {spec.local_file} in {folder}.")
-        rows, where, fields = _jsonl_records(path), f"{path}:{{}}", spec.fields
+        rows, where, fields = jsonl_records(path), f"{path}:{{}}", spec.fields
     else:
         rows, where, fields = _hf_rows(spec), f"{spec.hf['path']}[{spec.hf.get('split')}] row {{}}", _hf_fields(spec)
-    return _problems(spec, rows, where, fields, limit)
+    policy = BadRows(bad_rows, prefix=f"benchmark {spec.name}: ", hint="Fix or delete the row.")
+    seen: dict[str, int] = {}
 
+    def build(lineno: int, row: dict) -> Problem:
+        return _problem(spec, row, where.format(lineno), fields, seen, lineno)
 
-def _problems(spec: BenchmarkSpec, rows: Iterator, where: str, fields: dict, limit: int | None) -> list[Problem]:
-    problems: list[Problem] = []
-    seen: dict[str, str] = {}
-    for lineno, row in rows:
-        if isinstance(row, DataError):
-            raise DataError(f"benchmark {spec.name}: {row}")
-        problems.append(_problem(spec, row, where.format(lineno), fields, seen, lineno))
-        if limit is not None and len(problems) >= limit:
-            break
+    problems = policy.keep(rows, build, where.format("*"), limit)
     if not problems:
-        raise DataError(f"benchmark {spec.name}: {where.format('*')} has no rows.")
+        raise DataError(f"benchmark {spec.name}: {where.format('*')} has no rows.", "no_rows")
     return problems
 
 
@@ -94,24 +97,11 @@ def _problem(spec: BenchmarkSpec, row: dict, where: str, fields: dict, seen: dic
     """One Problem from a row, using the benchmark's field names; DataError names benchmark, file:line and field."""
 
     def text(key: str, required: bool) -> str | None:
-        name = fields.get(key)
-        value = row.get(name) if name else None
-        if isinstance(value, list):  # OlympiadBench on the hub: final_answer and solution are lists
-            value = value[0] if value else None
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            value = str(int(value)) if float(value).is_integer() else str(value)
-        if required and (not isinstance(value, str) or not value.strip()):
-            what = "missing" if value is None else f"empty or not text ({str(value)[:40]!r})"
-            raise DataError(f"benchmark {spec.name}: {where}: field {name!r} ({key}) is {what}. Fix or delete the row.")
-        return value if isinstance(value, str) else None
+        return field_text(row, fields.get(key), where, required, target=key)
 
     problem, answer = text("problem", True), clean_answer(text("answer", True).strip(), spec.answer_cleanup)
     pid = text("id", False) or f"{spec.name}-{lineno - 1}"
-    if pid in seen:
-        raise DataError(
-            f"benchmark {spec.name}: {where}: duplicate id {pid!r} (first at {seen[pid]}). Make ids unique."
-        )
-    seen[pid] = where
+    check_unique(pid, where, lineno, seen)
     used = {n for n in fields.values() if n}
     meta = {k: v for k, v in row.items() if k not in used}
     meta.update(answer_raw=meta.get("answer_raw", text("answer", True)), problem_text=problem)

@@ -42,7 +42,10 @@ class Rollouts:
 
 
 class RolloutEngine(Protocol):
-    """Generates responses for one agent. Implementations: `hf` (transformers generate); vLLM later."""
+    """Generates responses for one agent. Implementations: `hf` (transformers generate), `vllm` (rollout/vllm.py)."""
+
+    pad_id: int
+    """The agent's padding token id (its EOS when the tokenizer has no pad token)."""
 
     def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
         """Sample n responses for each prompt (given as token ids in the agent's own tokenizer)."""

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 
+from hacrl_exp.faults import crash_point
 from hacrl_exp.rollout.base import Rollouts, SamplingSettings
 
 
@@ -69,6 +70,7 @@ class HFRolloutEngine:
             chunk = rows[start : start + self.max_batch_size]
             ids, mask = left_pad(chunk, self.pad_id, device)
             out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+            crash_point("generate")  # fault-injection hook (hacrl_exp.faults); a no-op unless HACRL_CRASH_AT is set
             for continuation in out[:, ids.shape[1] :].tolist():
                 tokens, done = split_response(continuation, self.tokenizer.eos_token_id, self.pad_id)
                 responses.append(tokens)

@@ -44,7 +44,7 @@ def _math_task(cfg: TaskConfig) -> Task:
         evaluation,
         seed=cfg.seed,
         eval_limit=cfg.eval_limit,
-        skip_bad_rows=cfg.skip_bad_rows,
+        bad_rows=cfg.bad_rows,
         data_dir=cfg.data_dir,
         grader_timeout_s=cfg.grader_timeout_s,
         grader_workers=cfg.grader_workers,

@@ -10,7 +10,6 @@ Where data files live: `HACRL_DATA_DIR` names the folder holding the JSONL files
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import string
@@ -23,6 +22,9 @@ import numpy as np
 from hacrl_exp.rewards.boxed import last_boxed
 from hacrl_exp.rewards.math_grader import MathGrader
 from hacrl_exp.tasks.base import Grade, Problem
+from hacrl_exp.tasks.rows import BadRows, DataError, check_unique, field_text, jsonl_records
+
+__all__ = ["DATA_DIR_ENV", "DataError", "MathTask", "resolve_data_path"]
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +32,8 @@ DATA_DIR_ENV = "HACRL_DATA_DIR"
 PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
 HF_TRAIN = "DigitalLearningGmbH/MATH-lighteval"  # the paper's 7.5k MATH train split (spec §4)
 HF_EVAL = "HuggingFaceH4/MATH-500"  # validation during training (spec §4)
-_SKIP_HINT = "Fix or delete that line, or pass skip_bad_rows=True to skip bad rows."
+_SKIP_HINT = "Fix or delete that line, or set task.bad_rows=skip to skip and count bad rows."
 _CORE = ("id", "problem", "answer", "solution")
-
-
-class DataError(ValueError):
-    """A bad data file or row. The message names the file, the 1-based line number, and the fix."""
 
 
 def resolve_data_path(name_or_path: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Path:
@@ -72,29 +70,6 @@ def resolve_data_path(name_or_path: str | os.PathLike, data_dir: str | os.PathLi
         f"Data file {raw!r} is neither in the working directory nor in {base} ({origin}). "
         f"Check the name, or point {DATA_DIR_ENV} at the folder that holds it."
     )
-
-
-def _jsonl_records(path: Path) -> Iterator[tuple[int, dict | DataError]]:
-    """(1-based line, row or the DataError describing it) for each non-blank line of a JSONL file."""
-    with open(path, "rb") as f:  # bytes: decode per line, so one bad byte names its line
-        for lineno, raw in enumerate(f, 1):
-            where = f"{path}:{lineno}"
-            try:
-                line = raw.decode("utf-8").lstrip("\ufeff") if lineno == 1 else raw.decode("utf-8")
-            except UnicodeDecodeError as e:
-                yield lineno, DataError(f"{where}: not valid UTF-8 (byte {e.start}). Re-save it as UTF-8. {_SKIP_HINT}")
-                continue
-            if not line.strip():
-                continue  # blank lines (e.g. a trailing one) are not rows
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as e:
-                yield lineno, DataError(f"{where}: invalid JSON ({e.msg}, column {e.colno}). {_SKIP_HINT}")
-                continue
-            if not isinstance(row, dict):
-                yield lineno, DataError(f"{where}: a JSON {type(row).__name__}, not an object {{...}}. {_SKIP_HINT}")
-                continue
-            yield lineno, row
 
 
 def _hf_records(dataset_id: str, split: str) -> Iterator[tuple[int, dict | DataError]]:
@@ -137,7 +112,7 @@ class MathTask:
         seed: int = 0,
         eval_limit: int | None = None,
         category_field: str = "subject",
-        skip_bad_rows: bool = False,
+        bad_rows: str = "error",
         data_dir: str | os.PathLike | None = None,
         train_dataset: str = HF_TRAIN,
         train_split: str = "train",
@@ -150,9 +125,9 @@ class MathTask:
     ):
         """train_path/eval_path: local JSONL (see `resolve_data_path`); when None, the HF `*_dataset`/`*_split` is
         loaded. seed: orders the training stream. eval_limit: keep the first rows of the eval set. category_field: row
-        key giving `Problem.category` ('all' when absent). skip_bad_rows: skip and count bad rows instead of raising
-        DataError. grader: a shared MathGrader; otherwise one is built from the `grader_*` settings and owned here.
-        Data is read on first use."""
+        key giving `Problem.category` ('all' when absent). bad_rows: 'error' raises DataError at the first bad row,
+        'skip' skips and counts them (`hacrl_exp.tasks.rows`). grader: a shared MathGrader; otherwise one is built
+        from the `grader_*` settings and owned here. Data is read on first use."""
         if not isinstance(seed, int) or seed < 0:
             raise ValueError(f"MathTask seed={seed!r} must be an integer >= 0.")
         if eval_limit is not None and eval_limit < 1:
@@ -161,9 +136,8 @@ class MathTask:
         self.seed = seed
         self.eval_limit = eval_limit
         self.category_field = category_field
-        self.skip_bad_rows = skip_bad_rows
-        self.skipped_rows = 0
-        """Bad rows skipped so far (skip_bad_rows=True), counted as the data loads."""
+        self.bad_rows = BadRows(bad_rows, hint=_SKIP_HINT)
+        """The bad-row policy; with bad_rows='skip' it counts skipped rows by reason as the data loads."""
         self._train_src = self._source(train_path, data_dir, train_dataset, train_split)
         self._eval_src = self._source(eval_path, data_dir, eval_dataset, eval_split)
         self._owns_grader = grader is None
@@ -179,42 +153,28 @@ class MathTask:
     def _load(self, src: tuple[str, str | Path, str]) -> list[Problem]:
         kind, where, split = src
         if kind == "jsonl":
-            records, label, name = _jsonl_records(where), f"{where}:{{}}", Path(where).name
+            records, label, name = jsonl_records(where), f"{where}:{{}}", Path(where).name
         else:
             records, label, name = _hf_records(where, split), f"{where}[{split}] row {{}}", str(where)
-        problems: list[Problem] = []
         seen: dict[str, int] = {}
-        for lineno, row in records:
-            try:
-                if isinstance(row, DataError):
-                    raise row
-                problems.append(self._problem(row, label.format(lineno), f"{name}:{lineno}", lineno, seen))
-            except DataError as e:
-                if not self.skip_bad_rows:
-                    raise
-                self.skipped_rows += 1
-                log.warning("skipping bad row: %s", e)
+
+        def build(lineno: int, row: dict) -> Problem:
+            return self._problem(row, label.format(lineno), f"{name}:{lineno}", lineno, seen)
+
+        problems = self.bad_rows.keep(records, build, str(where))
         if not problems:
             where = label.format("*")
-            raise DataError(f"{where}: no usable rows. Check that it is a JSONL file with 'problem' and 'answer'.")
+            raise DataError(
+                f"{where}: no usable rows. Check that it is a JSONL file with 'problem' and 'answer'.", "no_rows"
+            )
         return problems
 
     def _problem(self, row: dict, where: str, default_id: str, lineno: int, seen: dict[str, int]) -> Problem:
         """One validated Problem from a row; DataError names `where` (file:line) and the fix."""
-        fields = {}
-        for key in ("problem", "answer"):
-            value = row.get(key)
-            if isinstance(value, int) and not isinstance(value, bool):
-                value = str(value)
-            if not isinstance(value, str) or not value.strip():
-                what = "missing" if value is None else f"empty or not text ({value!r})"
-                raise DataError(f"{where}: {key!r} is {what}. Give it a non-empty string. {_SKIP_HINT}")
-            fields[key] = value
+        fields = {key: field_text(row, key, where, required=True) for key in ("problem", "answer")}
         pid = row.get("id")
         pid = default_id if pid is None or pid == "" else str(pid)
-        if pid in seen:
-            raise DataError(f"{where}: duplicate id {pid!r} (first on line {seen[pid]}). Make ids unique. {_SKIP_HINT}")
-        seen[pid] = lineno
+        check_unique(pid, where, lineno, seen)
         category = row.get(self.category_field)
         solution = row.get("solution")
         return Problem(
@@ -235,6 +195,11 @@ class MathTask:
     def eval_set(self) -> list[Problem]:
         """The held-out problems: the first `eval_limit` rows of the eval data (read on first use)."""
         return self._load(self._eval_src)[: self.eval_limit]
+
+    @property
+    def skipped_rows(self) -> int:
+        """Bad rows skipped so far (bad_rows='skip')."""
+        return self.bad_rows.skipped
 
     @property
     def categories(self) -> list[str]:

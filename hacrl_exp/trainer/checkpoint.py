@@ -3,10 +3,13 @@
 Layout of <dir>/step_000042/:
   agents/<name>/      save_pretrained (safetensors) model + tokenizer, loadable by any HF tool
   optim/<name>.pt     optimizer state (loaded with weights_only=True)
-  rng.pt              torch RNG state
+  rng/<name>.pt       the agent worker's own random stream (hacrl_exp.trainer.worker)
+  rng.pt              the driver's torch RNG state
   state.json          step, capability trackers, counters, MLflow run ids
 A checkpoint is written into a temporary folder, fsynced, then renamed into place; `latest` is
 replaced atomically afterwards. A crash at any point leaves the previous checkpoint intact.
+Each agent worker writes and reads its own part (`save_agent_state`, `load_agent_state`); with Ray actors on
+several machines the run folder must be on storage every node sees.
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from hacrl_exp.agents.agent import Agent, save_agent
+from hacrl_exp.agents.lora import is_lora, load_adapter
+from hacrl_exp.faults import crash_point
 
 LATEST = "latest"
 
@@ -31,6 +37,16 @@ def _fsync_tree(folder: Path) -> None:
                 os.fsync(handle.fileno())
 
 
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename inside `folder` durable across a power cut (a kill -9 needs no more than the rename)."""
+    if hasattr(os, "O_DIRECTORY"):
+        handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            os.fsync(handle)
+        finally:
+            os.close(handle)
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write a small file via a temp file and os.replace, so readers see old or new content, never half."""
     tmp = path.with_name(path.name + ".tmp")
@@ -39,32 +55,40 @@ def write_text_atomic(path: Path, text: str) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+    _fsync_dir(path.parent)
 
 
-def save_checkpoint(root: Path, step: int, agents: list[Agent], state: dict[str, Any], keep: int) -> Path:
-    """Write checkpoint `step` atomically under root, point `latest` at it, and keep the newest `keep`."""
+def save_checkpoint(
+    root: Path, step: int, write_agents: Callable[[Path], Any], state: dict[str, Any], keep: int
+) -> Path:
+    """Write checkpoint `step` atomically under root, point `latest` at it, and keep the newest `keep`.
+
+    write_agents(folder) writes every agent's part into the unpublished folder (each worker's `save`).
+    """
     root.mkdir(parents=True, exist_ok=True)
     final = root / f"step_{step:06d}"
     tmp = root / f".tmp_step_{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
-    for agent in agents:
-        save_agent(agent, tmp / "agents" / agent.name)
-        if agent.optimizer is not None:
-            (tmp / "optim").mkdir(parents=True, exist_ok=True)
-            torch.save(agent.optimizer.state_dict(), tmp / "optim" / f"{agent.name}.pt")
+    tmp.mkdir()
+    write_agents(tmp)
     torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=1))
     _fsync_tree(tmp)
+    crash_point("checkpoint")  # fault-injection hook (hacrl_exp.faults): files written, not yet published
     shutil.rmtree(final, ignore_errors=True)
     os.rename(tmp, final)
     write_text_atomic(root / LATEST, final.name)
-    for old in sorted(root.glob("step_*"))[:-keep]:
+    for old in sorted(root.glob("step_*"))[:-keep] + sorted(root.glob(".tmp_step_*")):  # rotation; a crash's leftovers
         shutil.rmtree(old, ignore_errors=True)
     return final
 
 
 def find_checkpoint(path: Path) -> Path | None:
-    """The latest complete checkpoint under a run folder, its checkpoints folder, or a step folder itself."""
+    """The latest complete checkpoint under a run folder, its checkpoints folder, or a step folder itself.
+
+    `latest` names it; without a usable `latest` (a crash between the rename and the pointer), the newest
+    step_* folder, which is complete because only whole checkpoints are renamed into place.
+    """
     for candidate in (path, path / "checkpoints"):
         if (candidate / "state.json").is_file():
             return candidate
@@ -73,14 +97,36 @@ def find_checkpoint(path: Path) -> Path | None:
             step_dir = candidate / pointer.read_text().strip()
             if (step_dir / "state.json").is_file():
                 return step_dir
+        complete = [d for d in sorted(candidate.glob("step_*")) if (d / "state.json").is_file()]
+        if complete:
+            return complete[-1]
     return None
 
 
-def load_checkpoint(folder: Path, agents: list[Agent]) -> dict[str, Any]:
-    """Restore weights, optimizers and RNG into built agents; return the saved trainer state."""
+def load_checkpoint(folder: Path) -> dict[str, Any]:
+    """Restore the driver's RNG; return the saved trainer state (agents load their part with load_agent_state)."""
+    torch.set_rng_state(torch.load(folder / "rng.pt", weights_only=True)["torch"])
+    return json.loads((folder / "state.json").read_text())
+
+
+def save_agent_state(agent: Agent, folder: Path, rng: dict[str, torch.Tensor]) -> None:
+    """One agent's part of checkpoint `folder`: weights + tokenizer, optimizer state, and its random stream."""
+    save_agent(agent, folder / "agents" / agent.name)
+    if agent.optimizer is not None:
+        (folder / "optim").mkdir(parents=True, exist_ok=True)
+        torch.save(agent.optimizer.state_dict(), folder / "optim" / f"{agent.name}.pt")
+    (folder / "rng").mkdir(parents=True, exist_ok=True)
+    torch.save(rng, folder / "rng" / f"{agent.name}.pt")
+
+
+def load_agent_state(folder: Path, agent: Agent) -> dict[str, torch.Tensor] | None:
+    """Restore one agent's weights and optimizer from checkpoint `folder`; return its random stream (None in
+    checkpoints written before agents had their own)."""
     from safetensors.torch import load_file
 
-    for agent in agents:
+    if is_lora(agent.model):  # its frozen base is rebuilt from the config: only the adapter changed (agents.lora)
+        load_adapter(agent.model, folder / "agents" / agent.name)
+    else:
         weights: dict[str, torch.Tensor] = {}
         for shard in sorted((folder / "agents" / agent.name).glob("*.safetensors")):
             weights.update(load_file(shard, device=str(agent.model.device)))
@@ -88,7 +134,7 @@ def load_checkpoint(folder: Path, agents: list[Agent]) -> dict[str, Any]:
         tied = set(getattr(agent.model, "_tied_weights_keys", None) or [])
         if unexpected or any(key not in tied and "lm_head" not in key for key in missing):
             raise RuntimeError(f"checkpoint {folder} does not match agent {agent.name}: missing {missing}")
-        if agent.optimizer is not None:
-            agent.optimizer.load_state_dict(torch.load(folder / "optim" / f"{agent.name}.pt", weights_only=True))
-    torch.set_rng_state(torch.load(folder / "rng.pt", weights_only=True)["torch"])
-    return json.loads((folder / "state.json").read_text())
+    if agent.optimizer is not None:
+        agent.optimizer.load_state_dict(torch.load(folder / "optim" / f"{agent.name}.pt", weights_only=True))
+    rng = folder / "rng" / f"{agent.name}.pt"
+    return torch.load(rng, weights_only=True) if rng.is_file() else None

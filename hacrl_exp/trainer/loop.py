@@ -1,4 +1,6 @@
-"""The N-agent HACPO training loop. One step reads top to bottom:
+"""The N-agent HACPO training loop. The driver keeps the loop, the capability trackers and the graph; each agent
+is an `AgentWorker` (model, optimizer, rollout engine) in this process or a Ray actor (executor=local | ray), and
+only text, rewards and per-sequence log-prob summaries pass between them. One step reads top to bottom:
 
 1 ROLLOUT     every agent answers the same prompts, G samples each
 2 REWARD      the task's grader (the same one the evaluation uses)
@@ -15,26 +17,27 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
 
-from hacrl_exp.agents.factory import make_agents
 from hacrl_exp.algo import get_algorithm
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError, NumericsError
 from hacrl_exp.graph import graph_from_config
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks import build_task
-from hacrl_exp.tracking import make_tracker
+from hacrl_exp.tasks.rows import skipped_row_metrics
+from hacrl_exp.tracking import make_tracker, redact_secrets
 from hacrl_exp.trainer.capability import CapabilityEstimates
 from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
-from hacrl_exp.trainer.evaluation import BenchmarkEvaluation, accuracy_metrics, greedy_answers
+from hacrl_exp.trainer.evaluation import accuracy_metrics
+from hacrl_exp.trainer.executor import make_executor
 from hacrl_exp.trainer.metrics import MetricsLog, progress_text
-from hacrl_exp.trainer.pool import build_learner_batch, collect_rollouts
-from hacrl_exp.trainer.update import update_learner
 
 PHASES = ("generate", "reward", "score_own", "score_cross", "update")
 EvalHook = Callable[[int, dict], bool]
@@ -46,12 +49,6 @@ def is_bad_step(metrics: dict[str, float]) -> bool:
     return skipped > 0 and skipped == nonempty
 
 
-def resolve_device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
-
-
 def train(config: Config, output_dir: Path, on_evaluate: EvalHook | None = None) -> dict:
     """Run (or resume) one experiment; returns the summary also written to <output_dir>/summary.json.
 
@@ -60,14 +57,15 @@ def train(config: Config, output_dir: Path, on_evaluate: EvalHook | None = None)
     """
     task = build_task(config.task)
     try:
-        return _train(config, output_dir, task, on_evaluate)
+        with ExitStack() as cleanup:  # the agent workers (and a private Ray) go away with the run, however it ends
+            return _train(config, output_dir, task, on_evaluate, cleanup)
     finally:
         close = getattr(task, "close", None)  # grader worker processes, if the task has any
         if close is not None:
             close()
 
 
-def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None) -> dict:
+def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None, cleanup: ExitStack) -> dict:
     trainer, algo_cfg = config.trainer, config.algorithm
     if trainer.threads:
         torch.set_num_threads(trainer.threads)
@@ -79,23 +77,23 @@ def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None)
         output_dir = checkpoint.parent.parent  # continue in the interrupted run's folder
     output_dir.mkdir(parents=True, exist_ok=True)
     algorithm = get_algorithm(algo_cfg.name)
-    mechanisms = config.mechanisms
     graph = graph_from_config(config.agents, algo_cfg.alpha)
     names = list(graph.names)
-    agents = make_agents(config, task, resolve_device(trainer.device))
+    workers = cleanup.enter_context(make_executor(config, task))  # one AgentWorker per agent, in declared order
     capability = CapabilityEstimates(
         len(names), task.categories, algo_cfg.capability_window, algo_cfg.capability_warmup, algo_cfg.capability_scope
     )
     counters = {n: {"rollouts_total": 0.0, "tokens_total": 0.0} for n in names}
     start_step, run_ids = 0, None
     if checkpoint is not None:
-        state = load_checkpoint(checkpoint, agents)
+        state = load_checkpoint(checkpoint)
+        workers.call_all("load", checkpoint)
         start_step, counters, run_ids = state["step"], state["counters"], state["run_ids"]
         capability.load_state_dict(state["capability"])
     else:
-        torch.manual_seed(config.seed)  # after warm start, so a cached warm start changes nothing
+        torch.manual_seed(config.seed)  # the driver's; each worker samples from its own (seed, agent) stream
     log = MetricsLog(output_dir / "metrics.jsonl", truncate_after=start_step if checkpoint else None)
-    params = json.loads(json.dumps(asdict(config)))
+    params = redact_secrets(json.loads(json.dumps(asdict(config))))  # config.json and MLflow params hold no secret
     tags = {
         **config.tracking.tags,
         "algorithm": algo_cfg.name,
@@ -113,27 +111,27 @@ def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None)
     rollout = config.rollout
     sampling = SamplingSettings(rollout.temperature, rollout.top_p, max_new_tokens=rollout.max_new_tokens)
     eval_set = task.eval_problems()[: trainer.eval_limit or None]
+    log.add(0, skipped_row_metrics(task) if checkpoint is None else {}, None, tracker)  # task.bad_rows=skip report
     evals: dict[int, dict[str, dict[str, float]]] = {}
-
-    benchmarks = BenchmarkEvaluation(config, task)
 
     def evaluate(step: int) -> None:
         evals[step] = {}
-        for agent in agents:  # per-problem records feed paired significance tests (hacrl_exp.report)
-            records = greedy_answers(agent, task, eval_set, rollout.max_new_tokens)
-            evals[step][agent.name] = accuracy_metrics(records)
-            path = output_dir / "eval" / f"step_{step:06d}" / f"{agent.name}.jsonl"
+        results = workers.call_all("evaluate", eval_set, rollout.max_new_tokens)  # (records, benchmark metrics)
+        for name, (records, _) in zip(names, results):  # per-problem records feed paired tests (hacrl_exp.report)
+            evals[step][name] = accuracy_metrics(records)
+            path = output_dir / "eval" / f"step_{step:06d}" / f"{name}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text("".join(json.dumps(r) + "\n" for r in records))
-            tracker.log_file(path, agent.name, f"eval/step_{step:06d}")
-        for agent in agents:
-            metrics = {f"eval/{k}": v for k, v in evals[step][agent.name].items()}
-            log.add(step, {**metrics, **benchmarks.metrics(agent)}, agent.name, tracker)
+            tracker.log_file(path, name, f"eval/step_{step:06d}")
+        for name, (_, benchmark_metrics) in zip(names, results):
+            metrics = {f"eval/{k}": v for k, v in evals[step][name].items()}
+            log.add(step, {**metrics, **benchmark_metrics}, name, tracker)
 
     def checkpoint_now(step: int) -> None:
         state = {"counters": counters, "run_ids": tracker.run_ids, "capability": capability.state_dict()}
         log.flush(tracker)  # metrics up to this step are durable before the checkpoint names it
-        save_checkpoint(output_dir / "checkpoints", step, agents, state, trainer.keep_checkpoints)
+        write_agents = partial(workers.call_all, "save")  # each worker writes its agent's part
+        save_checkpoint(output_dir / "checkpoints", step, write_agents, state, trainer.keep_checkpoints)
 
     if start_step == 0:
         evaluate(0)
@@ -145,47 +143,36 @@ def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None)
         times = dict.fromkeys(PHASES, 0.0)
         started = time.perf_counter()
         problems = task.train_problems(step, trainer.prompts_per_step)
-        # 1-3 ROLLOUT, REWARD, SCORE OWN: every agent, before any update this step
-        pool = {
-            i: collect_rollouts(a, i, problems, group, sampling, task, trainer.micro_batch_size, times)
-            for i, a in enumerate(agents)
-        }
+        # 1-3 ROLLOUT, REWARD, SCORE OWN: every agent, before any update this step; each keeps its token ids and
+        # per-token log-probs and hands back text, rewards and its old mean log-prob per response (spec §1.2)
+        rollouts = workers.call_all("rollout", problems, group, sampling)
+        pool = dict(enumerate(shared for shared, _ in rollouts))
+        workers.add_times(times, [phase_times for _, phase_times in rollouts])
         for i, name in enumerate(names):
             counters[name]["rollouts_total"] += len(pool[i].texts)
-            counters[name]["tokens_total"] += sum(len(r) for r in pool[i].response_ids)
+            counters[name]["tokens_total"] += float(pool[i].num_tokens.sum())
         # 4 CAPABILITY: one update per step, before any learner's advantages
         capability.update(
             [pool[i].rewards for i in range(len(names))], [problems[p].category for p in pool[0].prompt_index]
         )
         loss_weights = capability.loss_weights([p.category for p in problems])  # ρ[k, j] or ρ[k, p, j]
 
-        step_metrics: dict[str, dict[str, float]] = {name: {} for name in names}
+        # 5 EXCHANGE + ADVANTAGE: each learner gets its sources' shared rollouts, re-tokenises them and computes its
+        # advantages with baseline weights 1/ρ (spec §1.3, §2.1); 6 UPDATE: mini-batches in self-first order, u =
+        # updates so far (spec §1.6). Learners only read pre-update rollouts, so they may update in parallel.
+        calls = {}
         for learner in graph.learners:
-            k = names.index(learner)
-            # 5 EXCHANGE + ADVANTAGE (spec §1.3, §2.1)
-            t = time.perf_counter()
-            batch = build_learner_batch(
-                k,
-                graph.sources_of(learner),
-                names,
-                pool,
-                [agents[k].prompt_ids(p.prompt) for p in problems],
-                agents[k].tokenizer,
-                rollout.max_new_tokens,
-                algorithm,
-                mechanisms,
-                1.0 / loss_weights[k],
-                loss_weights[k],
-                algo_cfg.adv_eps,
-            )
-            times["score_cross"] += time.perf_counter() - t
-            # 6 UPDATE: mini-batches in self-first order, u = updates so far (spec §1.6)
-            t = time.perf_counter()
-            step_metrics[learner] = update_learner(agents[k], batch, names, algorithm, algo_cfg, mechanisms, trainer)
-            times["update"] += time.perf_counter() - t
+            k, edges = names.index(learner), graph.sources_of(learner)
+            sources = [names.index(e.source) for e in edges] if algorithm.shares_rollouts else []
+            calls[k] = ({j: pool[j] for j in sources}, edges, loss_weights[k])
+        learned = workers.call("learn", calls)
+        workers.add_times(times, [phase_times for _, phase_times in learned.values()])
+        step_metrics: dict[str, dict[str, float]] = {name: {} for name in names}
+        step_metrics.update({names[k]: metrics for k, (metrics, _) in learned.items()})
 
         bad = [n for n in graph.learners if is_bad_step(step_metrics[n])]
-        bad_steps = bad_steps + 1 if bad else 0
+        ran = any(step_metrics[n]["updates"] > step_metrics[n].get("empty_updates", 0.0) for n in graph.learners)
+        bad_steps = bad_steps + 1 if bad else (0 if ran else bad_steps)  # no gradient at all: neither counts nor resets
         if bad_steps >= trainer.max_bad_steps:
             for name in names:
                 log.add(step, step_metrics[name], name, tracker)
@@ -238,8 +225,8 @@ def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None)
     (output_dir / "summary.json").write_text(json.dumps(summary, indent=1))
     if finished and trainer.save_final_models and config.tracking.log_models:
         final = find_checkpoint(output_dir)
-        for agent in agents:
-            tracker.log_artifacts(final / "agents" / agent.name, "model", agent.name)
+        for name in names:
+            tracker.log_artifacts(final / "agents" / name, "model", name)
     if stopped_early is not None:
         tracker.set_tags({"stopped_early": str(stopped_early)})
     tracker.close("FINISHED" if finished or stopped_early is not None else "KILLED")

@@ -6,21 +6,25 @@ import json
 from pathlib import Path
 
 from hacrl_exp.algo import CapabilityTracker
+from hacrl_exp.trainer.checkpoint import write_text_atomic
 
 
 class MetricsLog:
     """Buffers rows and writes them at `flush`, together with the tracker, so both stay in step.
 
-    truncate_after: on resume, drop rows logged after the checkpoint step by the interrupted run.
+    truncate_after: on resume, drop rows logged after the checkpoint step by the interrupted run, and a last line
+    cut short by a kill; the file is rewritten atomically, so a crash during the rewrite loses nothing.
     """
 
     def __init__(self, path: Path, truncate_after: int | None = None) -> None:
         self.path, self.rows = path, []
         if truncate_after is not None and path.exists():
-            kept = [line for line in path.read_text().splitlines() if json.loads(line)["step"] <= truncate_after]
-            path.write_text("".join(line + "\n" for line in kept))
+            kept = [line for line in path.read_text().splitlines() if _step_of(line) <= truncate_after]
+            write_text_atomic(path, "".join(line + "\n" for line in kept))
 
     def add(self, step: int, metrics: dict[str, float], agent: str | None, tracker) -> None:
+        if not metrics:
+            return
         self.rows.append({"step": step, "agent": agent or "", **metrics})
         tracker.log(step, metrics, agent)
 
@@ -29,6 +33,14 @@ class MetricsLog:
             handle.writelines(json.dumps(row) + "\n" for row in self.rows)
         self.rows = []
         tracker.flush()
+
+
+def _step_of(line: str) -> float:
+    """The step of a metrics.jsonl line; +inf for a partial line (a write interrupted by a kill)."""
+    try:
+        return json.loads(line)["step"]
+    except (ValueError, KeyError, TypeError):
+        return float("inf")
 
 
 def read_metrics(path: Path) -> list[dict]:

@@ -1,8 +1,10 @@
 """The trajectory pool of one step, and each learner's batch built from it (spec §1.2–§1.6, §2.1).
 
-Pool records are tokenizer-neutral: prompt index, source, text, reward, and the source's old mean
-log-prob with its token count. A learner batch is its self block followed by one block per source in
-declared order (C1), each block ordered prompt-major, so `minibatch_schedule` gives the spec's u.
+An agent keeps its own rollouts whole (`SourceRollouts`: token ids, per-token log-probs); what it shares
+with other agents is tokenizer-neutral (`SharedRollouts`): prompt index, source, text, reward, and the
+source's old mean log-prob with its token count (spec §1.2, as C1 stores it). A learner batch is its self
+block followed by one block per source in declared order (C1), each block ordered prompt-major, so
+`minibatch_schedule` gives the spec's u.
 """
 
 from __future__ import annotations
@@ -48,6 +50,34 @@ class SourceRollouts:
     def group_size(self) -> int:
         return len(self.texts) // (max(self.prompt_index) + 1)
 
+    def shared(self) -> SharedRollouts:
+        """What other agents get of these rollouts: text, reward and the old log-prob summary (no token ids)."""
+        counts = torch.tensor([len(t) for t in self.old_token_logp], dtype=torch.long)
+        return SharedRollouts(self.agent, self.prompt_index, self.texts, self.rewards, self.old_mean_logp, counts)
+
+
+@dataclass
+class SharedRollouts:
+    """One agent's rollouts of this step as other agents see them: P·G rows, row r answers prompt r // G.
+
+    The only per-step payload that crosses between agents (and between Ray actors): text, reward, and the
+    source's old mean log-prob over its own |y|_j tokens (spec §1.2–§1.4; C1 stores the sum and the count).
+    """
+
+    agent: int
+    prompt_index: list[int]
+    texts: list[str]
+    rewards: torch.Tensor
+    """(rows,) float64 0/1."""
+    old_mean_logp: torch.Tensor
+    """(rows,) float64: mean over the source's tokens of log π_old^(j)(y_t)."""
+    num_tokens: torch.Tensor
+    """(rows,) long: |y|_j, the response length in the source's tokenizer."""
+
+    @property
+    def group_size(self) -> int:
+        return len(self.texts) // (max(self.prompt_index) + 1)
+
 
 @dataclass
 class LearnerBatch:
@@ -73,7 +103,7 @@ def build_learner_batch(
     learner: int,
     edges: list[Edge],
     names: list[str],
-    pool: dict[int, SourceRollouts],
+    pool: dict[int, SourceRollouts | SharedRollouts],
     learner_prompt_ids: list[list[int]],
     learner_tokenizer,
     max_response_tokens: int,
@@ -86,6 +116,7 @@ def build_learner_batch(
     """Assemble learner k's batch and its advantages.
 
     baseline_weight: (N,) or (P, N), w_{k←j} (spec §2.1); loss_weight: (N,) or (P, N), ρ(j→k).
+    pool[learner] holds the learner's own whole rollouts; a source needs only its `SharedRollouts`.
     Cross rows are re-tokenised for the learner (spec §1.3) and keep the source's old mean log-prob.
     """
     own = pool[learner]

@@ -76,6 +76,7 @@ def update_learner(
         mb_tokens = sum(len(batch.response_ids[r]) for r in range(mb.start, mb.stop))
         self_tokens = sum(len(batch.response_ids[r]) for r in range(mb.start, mb.stop) if bool(batch.is_self[r]))
         mb_loss = mb_kl = 0.0
+        finite = True  # NaN/inf in new or old log-probs or the loss (the clamps would hide an inf ratio)
         run = torch.arange(mb.start, mb.stop)[needs_forward[mb.start : mb.stop]]
         for rows in run.split(trainer.micro_batch_size) if len(run) else ():
             prompt_ids, response_ids = [batch.prompt_ids[r] for r in rows], [batch.response_ids[r] for r in rows]
@@ -116,6 +117,8 @@ def update_learner(
                 kl = kl / (self_tokens if algo_cfg.kl_aggregation == "token_mean" else n_self)
                 loss = loss + algo_cfg.kl_coef * kl
                 mb_kl += float(kl.detach())
+            inputs = (logp[mask > 0], batch.old_mean_logp[rows], log_s, loss)
+            finite = finite and all(bool(torch.isfinite(x).all()) for x in inputs)
             loss.backward()
             mb_loss += float(loss.detach())
             ratios[rows] = s.detach().cpu()
@@ -129,13 +132,14 @@ def update_learner(
         if n_self and algo_cfg.kl_coef > 0:
             stats["kl"].append(mb_kl)
         grad_norm = torch.nn.utils.clip_grad_norm_(params, trainer.max_grad_norm)
-        if torch.isfinite(grad_norm):  # NaN/inf anywhere in the loss or log-probs shows up here
+        if finite and torch.isfinite(grad_norm):
             agent.optimizer.step()
             stats["grad_norm"].append(float(grad_norm))
             crash_point("update")  # fault-injection hook (hacrl_exp.faults): a kill between optimizer steps
         else:
             skipped += 1
-            log.warning("%s: non-finite gradient norm (%s) at update u=%d; update skipped", agent.name, grad_norm, mb.u)
+            what = "gradient norm" if finite else "log-probs, ratios or loss"
+            log.warning("%s: non-finite %s at update u=%d; update skipped", agent.name, what, mb.u)
             agent.optimizer.zero_grad(set_to_none=True)
         cross_rows = ~batch.is_self[mb.start : mb.stop] & needs_forward[mb.start : mb.stop]
         if bool(cross_rows.any()):

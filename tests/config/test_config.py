@@ -1,5 +1,6 @@
 """Every preset composes and validates; bad input is one line naming the key, exit code 2, no traceback."""
 
+import importlib.util
 import itertools
 import subprocess
 import sys
@@ -18,6 +19,10 @@ def test_every_group_option_composes():
             overrides = [f"{group}={option}"]
             if (group, option) == ("agents", "solo"):
                 overrides.append("algorithm=gspo")  # hacpo, the default, needs two agents
+            if (group, option) == ("rollout", "vllm") and importlib.util.find_spec("vllm") is None:
+                with pytest.raises(ConfigError, match=r'pip install -e "\.\[gpu\]"'):
+                    preflight(overrides)  # it composes; only the missing optional extra is refused
+                continue
             config = preflight(overrides)
             assert config is not None, overrides
 

@@ -109,15 +109,15 @@ def test_bad_row_names_file_and_line(tmp_path, grader, kind):
         MathTask(path, path, grader=grader).train_problems(0, 1)
     assert f"{path}:3: " in str(err.value)
     assert message in str(err.value)
-    assert "skip_bad_rows=True" in str(err.value)
+    assert "task.bad_rows=skip" in str(err.value)
 
 
 def test_skip_bad_rows_counts_them(tmp_path, grader):
-    lines = [row(0)] + [bad for bad, _ in BAD_ROWS.values()] + ["", "   ", row(1)]  # blank lines are not rows
+    lines = [row(0)] + [bad for bad, _ in BAD_ROWS.values()] + ["", "   ", row(1), "", ""]  # 2 empty rows
     path = write(tmp_path / "bad.jsonl", lines)
-    task = MathTask(path, skip_bad_rows=True, grader=grader)
+    task = MathTask(path, bad_rows="skip", grader=grader)
     assert [p.id for p in task.train_set] == ["p0", "p1"]
-    assert task.skipped_rows == len(BAD_ROWS)
+    assert task.skipped_rows == len(BAD_ROWS) + 2  # blank lines after the last row are not rows
 
 
 def test_missing_ids_and_numbers(tmp_path, grader):

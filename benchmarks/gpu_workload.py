@@ -1,0 +1,201 @@
+"""The GPU check's workload (benchmarks.gpu_check): Qwen3-architecture agents built from a config, synthetic
+rollouts, and timed generation and training steps through the trainer's own code."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import torch
+import transformers
+from tokenizers import Tokenizer, models, pre_tokenizers
+
+from hacrl_exp.agents.agent import Agent, build_agent
+from hacrl_exp.agents.devices import memory_metrics
+from hacrl_exp.agents.lora import is_lora
+from hacrl_exp.algo import Mechanisms, get_algorithm
+from hacrl_exp.config.schema import AgentConfig, AlgorithmConfig, LoraConfig, ModelConfig, TrainerConfig
+from hacrl_exp.graph import Edge
+from hacrl_exp.rollout.base import SamplingSettings
+from hacrl_exp.scoring import batched_response_logprobs
+from hacrl_exp.trainer.pool import SourceRollouts, build_learner_batch
+from hacrl_exp.trainer.update import update_learner
+
+PEAK_FLOPS = {"cuda": 989e12}  # H200 dense bf16; MFU is left out on other devices
+GIB = 1 << 30
+
+
+@dataclass(frozen=True)
+class Sizes:
+    hidden: int = 1024
+    layers: int = 28
+    heads: int = 16
+    kv_heads: int = 8
+    head_dim: int = 128
+    intermediate: int = 3072
+    vocab: int = 151936
+    prompts: int = 16
+    group: int = 8
+    prompt_len: int = 128
+    response_len: int = 256
+    micro_batch: int = 16
+    steps: int = 2
+    """Timed steps per row, after one warm-up step."""
+
+
+SMOKE = Sizes(64, 2, 4, 2, 16, 128, 512, prompts=2, group=4, prompt_len=8, response_len=8, micro_batch=4, steps=1)
+
+
+def synthetic_tokenizer(vocab: int) -> transformers.PreTrainedTokenizerFast:
+    """Token i is the word 't<i>' (ids 0-2: pad, eos, unk); words are space-separated, so re-tokenising round-trips."""
+    words = ["<pad>", "<eos>", "<unk>"] + [f"t{i}" for i in range(3, vocab)]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="<unk>"))
+    tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return transformers.PreTrainedTokenizerFast(
+        tokenizer_object=tok, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>", padding_side="left"
+    )
+
+
+def qwen3(sizes: Sizes, device: torch.device, seed: int) -> transformers.PreTrainedModel:
+    """A randomly initialised Qwen3ForCausalLM in float32, built on `device` from its config."""
+    config = transformers.Qwen3Config(
+        vocab_size=sizes.vocab,
+        hidden_size=sizes.hidden,
+        intermediate_size=sizes.intermediate,
+        num_hidden_layers=sizes.layers,
+        num_attention_heads=sizes.heads,
+        num_key_value_heads=sizes.kv_heads,
+        head_dim=sizes.head_dim,
+        max_position_embeddings=4096,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=1,
+    )
+    torch.manual_seed(seed)
+    with torch.device(device):
+        return transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+
+
+def make_agents(sizes, device, tokenizer, model_cfg: ModelConfig, lora: LoraConfig, n: int = 2) -> list[Agent]:
+    cfg = AgentConfig(model=model_cfg, lora=lora, lr=1e-6, weight_decay=0.0)
+    return [
+        build_agent(
+            f"agent{i}",
+            cfg,
+            qwen3(sizes, device, seed=i),
+            tokenizer,
+            device=device,
+            kl_coef=0.0,
+            max_prompt_tokens=sizes.prompt_len,
+            max_batch_size=sizes.prompts * sizes.group,
+        )
+        for i in range(n)
+    ]
+
+
+def sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def random_rows(sizes: Sizes, rows: int, length: int, seed: int) -> list[list[int]]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, sizes.vocab, (rows, length), generator=g).tolist()
+
+
+def measure_generate(engine, sizes: Sizes, device: torch.device) -> dict:
+    """HF/vLLM `generate` of prompts × group rows, response_len new tokens each; a short warm-up first."""
+    prompts = random_rows(sizes, sizes.prompts, sizes.prompt_len, seed=1)
+    engine.generate(prompts[:2], 2, SamplingSettings(max_new_tokens=4))
+    sync(device)
+    start = time.perf_counter()
+    out = engine.generate(prompts, sizes.group, SamplingSettings(max_new_tokens=sizes.response_len))
+    sync(device)
+    seconds = time.perf_counter() - start
+    return {"tokens": out.num_tokens, "seconds": seconds, "tokens_per_s": out.num_tokens / seconds}
+
+
+def synthetic_pool(agents, sizes: Sizes, step: int) -> dict[int, SourceRollouts]:
+    """Each agent's P·G rollouts (random tokens, random 0/1 rewards), scored by its model: phase 3 of a step."""
+    pool = {}
+    rows = sizes.prompts * sizes.group
+    for i, agent in enumerate(agents):
+        prompts = random_rows(sizes, sizes.prompts, sizes.prompt_len, seed=100 + i)
+        prompt_ids = [prompts[r // sizes.group] for r in range(rows)]
+        responses = random_rows(sizes, rows, sizes.response_len, seed=1000 * step + i)
+        g = torch.Generator().manual_seed(step * 7 + i)
+        rewards = torch.randint(0, 2, (rows,), generator=g).double()
+        old = batched_response_logprobs(agent.model, prompt_ids, responses, agent.pad_id, sizes.micro_batch)
+        texts = agent.tokenizer.batch_decode(responses, skip_special_tokens=True)
+        pool[i] = SourceRollouts(i, [r // sizes.group for r in range(rows)], prompt_ids, responses, texts, rewards, old)
+    return pool
+
+
+def train_step(agents, algorithm_name: str, sizes: Sizes, step: int) -> tuple[float, float]:
+    """One step without generation: score own, build each learner's batch, update. Returns (seconds, FLOPs)."""
+    algorithm, algo_cfg = get_algorithm(algorithm_name), AlgorithmConfig(name=algorithm_name)
+    trainer = TrainerConfig(prompts_per_step=sizes.prompts, group_size=sizes.group, micro_batch_size=sizes.micro_batch)
+    names, device = [a.name for a in agents], next(agents[0].model.parameters()).device
+    n = len(agents)
+    sync(device)
+    start = time.perf_counter()
+    pool = synthetic_pool(agents, sizes, step)
+    flops = sum(
+        2 * param_count(a) * sum(len(p) + len(r) for p, r in zip(v.prompt_ids, v.response_ids))
+        for a, v in zip(agents, pool.values())
+    )
+    for k, agent in enumerate(agents):
+        edges = [Edge(names[k], names[j], 1.0) for j in range(n) if j != k]
+        prompt_ids = pool[k].prompt_ids[:: sizes.group]
+        batch = build_learner_batch(
+            k,
+            edges,
+            names,
+            pool,
+            prompt_ids,
+            agent.tokenizer,
+            sizes.response_len,
+            algorithm,
+            Mechanisms(),
+            torch.ones(n),
+            torch.ones(n),
+            algo_cfg.adv_eps,
+        )
+        update_learner(agent, batch, names, algorithm, algo_cfg, Mechanisms(), trainer)
+        backward = 1 if is_lora(agent.model) else 2  # frozen weights: no weight gradients
+        run = (batch.advantages != 0).tolist()
+        tokens = sum(len(p) + len(r) for p, r, keep in zip(batch.prompt_ids, batch.response_ids, run) if keep)
+        flops += (2 + 2 * backward) * param_count(agent) * tokens
+    sync(device)
+    return time.perf_counter() - start, float(flops)
+
+
+def param_count(agent: Agent) -> int:
+    """N of the model FLOPs: the base model's parameters (adapters are negligible), tied embeddings once."""
+    model = agent.model.get_base_model() if hasattr(agent.model, "get_base_model") else agent.model
+    return sum(p.numel() for n, p in model.named_parameters() if ".lora_" not in n)
+
+
+def measure_training(agents, algorithm: str, sizes: Sizes, device: torch.device) -> dict:
+    train_step(agents, algorithm, sizes, step=0)  # warm-up: kernels, allocator, AdamW state
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    times, flops = zip(*(train_step(agents, algorithm, sizes, step=s + 1) for s in range(sizes.steps)))
+    seconds, step_flops = sum(times) / len(times), sum(flops) / len(flops)
+    peak = torch.cuda.max_memory_allocated(device) / GIB if device.type == "cuda" else float("nan")
+    memory = memory_metrics(agents, reset_peak=False)
+    resident = max(
+        sum(m[k] for k in ("memory/params_mb", "memory/grads_mb", "memory/optimizer_mb")) for m in memory.values()
+    )
+    achieved = step_flops / seconds
+    mfu = achieved / PEAK_FLOPS[device.type] if device.type in PEAK_FLOPS else float("nan")
+    return {
+        "seconds": seconds,
+        "flops": step_flops,
+        "tflops_per_s": achieved / 1e12,
+        "mfu": mfu,
+        "peak_gib": peak,
+        "resident_gib_per_agent": resident / 1024,
+        "memory": memory,
+    }

@@ -1,0 +1,102 @@
+"""Typed schema and validation of `python -m hacrl_exp.report` (primary config conf/report.yaml).
+
+Composition errors and bad values become one ConfigError line naming the key, as for `python -m hacrl_exp.evaluate`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+from dataclasses import dataclass, field
+
+from hydra.core.config_store import ConfigStore
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+
+from hacrl_exp.config.schema import rng
+from hacrl_exp.config.validate import _check_ranges, describe
+from hacrl_exp.errors import ConfigError
+
+
+@dataclass
+class StudiesConfig:
+    storage: str | None = None
+    """Optuna storage URL of α sweeps (e.g. sqlite:///multirun/alpha_pair/optuna.db); null: no α section."""
+    sweeps: list[str] | None = None
+    """Only the edge studies of these sweeps (`<sweep>/<learner><-<source>`); null: every study in the storage."""
+    param: str = "alpha"
+    """The studies' parameter plotted on the x axis."""
+
+
+@dataclass
+class ReportConfig:
+    name: str | None = None
+    """Report folder name: <output_root>/<name>/. Default: the `grid` tag filter, else the experiment, else 'report'."""
+    output_root: str = "reports"
+    uri: str | None = None
+    """MLflow tracking URI; default $MLFLOW_TRACKING_URI, else sqlite:///<launch dir>/mlflow.db."""
+    experiments: list[str] | None = None
+    """MLflow experiments to read; null: all of them."""
+    tags: dict[str, str] = field(default_factory=dict)
+    """Runs must carry these tags (e.g. tags.grid=paper_table1_tiny: the preset's tracking.tags)."""
+    filter: str | None = None
+    """A further MLflow filter string, e.g. "params.`trainer.steps` = '80'"."""
+    label_params: list[str] = field(default_factory=list)
+    """Params appended to method labels, to keep apart runs that differ in them (e.g. [algorithm.alpha])."""
+    include_unfinished: bool = False
+    """Also use jobs whose parent run is not FINISHED (killed, failed, running)."""
+    include_trials: bool = False
+    """Also use α-sweep trial runs (param trial.studies set)."""
+    level: float = field(default=0.95, metadata=rng(0, 1, low_open=True, high_open=True))
+    """Confidence level of every interval."""
+    significance: float = field(default=0.05, metadata=rng(0, 1, low_open=True, high_open=True))
+    """p below this is 'beat' / 'fell short of'; otherwise 'was indistinguishable from'."""
+    bootstrap: int = field(default=2000, metadata=rng(0, 10_000_000))
+    """Paired-bootstrap resamples."""
+    seed: int = 0
+    """Seed of the bootstrap's generator."""
+    studies: StudiesConfig = field(default_factory=StudiesConfig)
+    log_to_mlflow: bool = True
+    """Log the report folder as the artifacts of a run tagged role=report."""
+
+
+ConfigStore.instance().store(name="report_schema", node=ReportConfig)
+
+
+def compose_report(overrides: list[str]) -> DictConfig:
+    """conf/report.yaml composed with command-line overrides; Hydra's errors become one-line ConfigErrors."""
+    from hacrl_exp.config.preflight import compose_config, first_choices
+
+    return compose_config(first_choices(overrides), "report", explain=_describe)
+
+
+def _describe(exc: OmegaConfBaseException) -> str:
+    """One line naming the key; an unknown key gets a did-you-mean from the ReportConfig node it was looked up in."""
+    key = getattr(exc, "full_key", "") or ""
+    if not (isinstance(exc, (ConfigKeyError, ConfigAttributeError)) and key):
+        return describe(exc)
+    parent, _, leaf = key.rpartition(".")
+    node = ReportConfig
+    for part in filter(None, parent.split(".")):
+        found = {f.name: f for f in dataclasses.fields(node)}.get(part)
+        node = found.default_factory if found and dataclasses.is_dataclass(found.default_factory) else None
+        if node is None:
+            return f"{key} is not a report config key"
+    options = [f.name for f in dataclasses.fields(node)]
+    close = difflib.get_close_matches(leaf, options, n=1)
+    hint = f" Did you mean {parent + '.' if parent else ''}{close[0]}?" if close else ""
+    return f"{key} is not a report config key.{hint} Known keys here: {options}"
+
+
+def validate_report(cfg: DictConfig | dict) -> ReportConfig:
+    """Typed, range-checked ReportConfig."""
+    raw = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    raw.pop("hydra", None)
+    try:
+        config: ReportConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ReportConfig), raw))
+    except OmegaConfBaseException as exc:
+        raise ConfigError(_describe(exc)) from None
+    _check_ranges(config, "")
+    if config.name is not None and (not config.name.strip() or "/" in config.name or config.name.startswith(".")):
+        raise ConfigError(f"name={config.name!r} must be a plain folder name (no '/', not starting with '.')")
+    return config

@@ -1,0 +1,243 @@
+"""MLflow → tidy pandas frames for the report.
+
+A training job is a parent run (role=parent; params = the resolved config) with one child run per agent
+(role=agent). The report works on agent runs; a run's *method* is its algorithm plus the HACPO mechanisms
+switched off, e.g. "GSPO×2", "HACPO", "HACPO −ω". Frames (one row per …):
+    runs      agent run: run_id, parent_id, agent, seed, method, algorithm, experiment_id, …
+    curves    (run_id, step, metric): eval/accuracy/*, reward/mean, rollouts_total, tokens_total, seconds
+              (seconds = the parent's cumulative time/step: training time, evaluations excluded)
+    problems  (run_id, benchmark, problem_id): per-problem scores of the final evaluation: the trainer's greedy
+              held-out answers (benchmark 'heldout', artifact eval/step_N/<agent>.jsonl) and, for runs scored with
+              `python -m hacrl_exp.evaluate` (role=eval runs tagged training_agent_run_id), each benchmark's
+              headline metric from that run's results/problems.parquet (the latest evaluated step)
+    benchmarks (run_id, benchmark, step, value): those evaluation runs' logged `<benchmark>/<headline>` metrics
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from hacrl_exp.errors import ConfigError
+
+ALGORITHM_LABELS = {"gspo": "GSPO", "gspo_x2": "GSPO×2", "naive": "Naive", "hacpo": "HACPO", "grpo": "GRPO"}
+MECHANISM_LABELS = {
+    "capability_advantage": "Adv",
+    "omega": "ω",
+    "exponential_is": "ExpIS",
+    "stepwise": "Stepwise",
+    "clip": "Clip",
+}
+"""Short names of HACPO's mechanisms in method labels ("HACPO −Adv" is the paper's "HACPO − Adv")."""
+CURVE_METRICS = ("reward/mean", "rollouts_total", "tokens_total")
+BENCHMARK_COLUMNS = ["run_id", "benchmark", "step", "value"]
+HELDOUT = "heldout"
+"""Benchmark name of the trainer's own held-out evaluation in the problems frame."""
+
+
+def method_label(params: dict[str, str], extra: list[str] = ()) -> str:
+    """'HACPO −ω −Clip' from algorithm.name and the mechanisms.* params set to False; extra params appended."""
+    algorithm = params.get("algorithm.name", "?")
+    label = ALGORITHM_LABELS.get(algorithm, algorithm)
+    if algorithm == "hacpo":  # other algorithms never read the mechanism switches
+        off = [short for key, short in MECHANISM_LABELS.items() if params.get(f"mechanisms.{key}") == "False"]
+        label += "".join(f" −{short}" for short in off)
+    for key in extra:
+        label += f" {key.rsplit('.', 1)[-1]}={params.get(key, '?')}"
+    return label
+
+
+@dataclass
+class ReportData:
+    """Everything the tables and plots read."""
+
+    runs: pd.DataFrame
+    curves: pd.DataFrame
+    problems: pd.DataFrame
+    benchmarks: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=BENCHMARK_COLUMNS))
+    skipped: list[str] = field(default_factory=list)
+    """Runs left out, each with the reason (unfinished, sweep trial, no evaluation)."""
+
+
+def mlflow_filter(tags: dict[str, str], extra: str | None) -> str:
+    """An MLflow filter string: every tag equal to its value, and `extra` (a raw filter) if given."""
+    parts = [f"tags.`{key}` = '{value}'" for key, value in sorted(tags.items())]
+    return " and ".join(parts + ([f"({extra})"] if extra else []))
+
+
+def experiment_ids(client, names: list[str]) -> list[str]:
+    """MLflow experiment ids by name; an unknown name is a ConfigError listing the known ones."""
+    ids = []
+    for name in names:
+        found = client.get_experiment_by_name(name)
+        if found is None:
+            known = sorted(e.name for e in client.search_experiments())
+            raise ConfigError(f"experiments: no MLflow experiment named {name!r} in this store; known: {known}")
+        ids.append(found.experiment_id)
+    return ids
+
+
+def search_runs(client, ids: list[str], tags: dict[str, str], extra_filter: str | None):
+    """(agent runs, their parent runs) matching the filter, as mlflow.search_runs frames."""
+    import mlflow
+
+    mlflow.set_tracking_uri(client.tracking_uri)
+    base = mlflow_filter(tags, extra_filter)
+    found = {}
+    for role in ("agent", "parent"):
+        found[role] = mlflow.search_runs(ids, filter_string=" and ".join(filter(None, [f"tags.role = '{role}'", base])))
+    agents, parents = found["agent"], found["parent"].set_index("run_id", drop=False)
+    if agents.empty or parents.empty:
+        return pd.DataFrame(), parents
+    agents = agents.rename(columns={"tags.mlflow.parentRunId": "parent_id"})
+    return agents[agents["parent_id"].isin(parents.index)], parents
+
+
+def load(
+    client,
+    experiments: list[str],
+    tags: dict[str, str],
+    extra_filter: str | None = None,
+    label_params: list[str] = (),
+    include_unfinished: bool = False,
+    include_trials: bool = False,
+) -> ReportData:
+    """Read the selected runs, their curves and their final per-problem answers from one MLflow store."""
+    ids = experiment_ids(client, experiments)
+    agents, parents = search_runs(client, ids, tags, extra_filter)
+    if agents.empty:
+        raise ConfigError(
+            f"no training runs in experiments {experiments} match tags {tags}"
+            + (f" and filter {extra_filter!r}" if extra_filter else "")
+            + "; check the experiment name and tag filters (python -m hacrl_exp.report experiments=[...] tags.grid=...)"
+        )
+    rows, skipped = [], []
+    for _, run in agents.iterrows():
+        parent = parents.loc[run["parent_id"]]
+        name = f"{parent['tags.mlflow.runName']}/{run['tags.agent']}"
+        study = parent.get("tags.study")
+        if not include_trials and isinstance(study, str) and study:
+            skipped.append(f"{name}: a sweep trial (study {study}); include_trials=true keeps it")
+            continue
+        if not include_unfinished and parent["status"] != "FINISHED":
+            skipped.append(f"{name}: job status {parent['status']}")
+            continue
+        params = {k[len("params.") :]: v for k, v in parent.items() if k.startswith("params.") and isinstance(v, str)}
+        rows.append(
+            {
+                "run_id": run["run_id"],
+                "parent_id": run["parent_id"],
+                "run_name": parent["tags.mlflow.runName"],
+                "experiment_id": run["experiment_id"],
+                "agent": run["tags.agent"],
+                "seed": int(parent["tags.seed"]),
+                "algorithm": params.get("algorithm.name"),
+                "task": params.get("task.name", "?"),
+                "method": method_label(params, list(label_params)),
+                "steps": int(params.get("trainer.steps", 0)),
+            }
+        )
+    runs = pd.DataFrame(rows)
+    if runs.empty:
+        raise ConfigError("every matching run was left out: " + "; ".join(skipped[:5]))
+    problems = load_problems(client, runs)
+    missing = set(runs["run_id"]) - set(problems["run_id"])
+    for run_id in sorted(missing):
+        skipped.append(f"{run_id[:8]}: no per-problem evaluation artifact (eval/step_N/<agent>.jsonl)")
+    runs = runs[~runs["run_id"].isin(missing)].sort_values(["method", "agent", "seed"]).reset_index(drop=True)
+    benchmarks, scored = load_benchmarks(client, ids, runs)
+    problems = pd.concat([problems, scored], ignore_index=True)
+    return ReportData(runs, load_curves(client, runs), problems, benchmarks, skipped)
+
+
+def load_curves(client, runs: pd.DataFrame) -> pd.DataFrame:
+    """(run_id, step, metric, value) for the eval/accuracy/* and CURVE_METRICS histories, plus 'seconds'."""
+    rows = []
+    for run in runs.itertuples():
+        keys = [k for k in client.get_run(run.run_id).data.metrics if k.startswith("eval/accuracy/")]
+        for key in [*keys, *CURVE_METRICS]:
+            rows += [(run.run_id, m.step, key, m.value) for m in client.get_metric_history(run.run_id, key)]
+    seconds = []
+    for parent_id in runs["parent_id"].unique():
+        history = sorted((m.step, m.value) for m in client.get_metric_history(parent_id, "time/step"))
+        total = 0.0
+        seconds.append((parent_id, 0, 0.0))
+        for step, value in history:
+            total += value
+            seconds.append((parent_id, step, total))
+    frame = pd.DataFrame(rows, columns=["run_id", "step", "metric", "value"])
+    by_parent = pd.DataFrame(seconds, columns=["parent_id", "step", "value"])
+    timed = runs[["run_id", "parent_id"]].merge(by_parent, on="parent_id").drop(columns="parent_id")
+    frame = pd.concat([frame, timed.assign(metric="seconds")], ignore_index=True)
+    return frame.drop_duplicates(["run_id", "step", "metric"], keep="last").sort_values(["run_id", "metric", "step"])
+
+
+def final_eval_step(client, run_id: str) -> int | None:
+    """The last step with an eval/step_N artifact folder, or None."""
+    steps = [int(Path(a.path).name.split("_")[-1]) for a in client.list_artifacts(run_id, "eval") if a.is_dir]
+    return max(steps) if steps else None
+
+
+def load_problems(client, runs: pd.DataFrame) -> pd.DataFrame:
+    """(run_id, step, problem_id, category, score) from each run's final eval/step_N/<agent>.jsonl artifact."""
+    frames = []
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per small file is noise
+    with tempfile.TemporaryDirectory() as tmp:
+        for run in runs.itertuples():
+            step = final_eval_step(client, run.run_id)
+            if step is None:
+                continue
+            path = client.download_artifacts(run.run_id, f"eval/step_{step:06d}/{run.agent}.jsonl", tmp)
+            records = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+            frame = pd.DataFrame(records).rename(columns={"id": "problem_id", "reward": "score"})
+            frames.append(frame[["problem_id", "category", "score"]].assign(run_id=run.run_id, step=step))
+    columns = ["run_id", "benchmark", "step", "problem_id", "category", "score"]
+    if not frames:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(frames, ignore_index=True).assign(benchmark=HELDOUT)[columns]
+
+
+def load_benchmarks(client, ids: list[str], runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(benchmarks, problems) of the latest evaluation run per (agent run, benchmark); see the module docstring."""
+    import mlflow
+
+    from hacrl_exp.evaluation.spec import load_benchmark
+
+    evals = mlflow.search_runs(ids, filter_string="tags.role = 'eval' and attributes.status = 'FINISHED'")
+    empty = pd.DataFrame(columns=BENCHMARK_COLUMNS), pd.DataFrame()
+    if evals.empty or "tags.training_agent_run_id" not in evals:
+        return empty
+    evals = evals[evals["tags.training_agent_run_id"].isin(runs["run_id"])]
+    evals = evals.assign(step=pd.to_numeric(evals.get("tags.step"), errors="coerce").fillna(-1))
+    rows, frames = [], []
+    with tempfile.TemporaryDirectory() as tmp:
+        for (run_id, names), part in evals.groupby(["tags.training_agent_run_id", "tags.benchmarks"]):
+            latest = part.sort_values(["step", "start_time"]).iloc[-1]
+            path = client.download_artifacts(latest["run_id"], "results/problems.parquet", tmp)
+            table = pd.read_parquet(path)
+            for name in str(names).split(","):
+                headline = load_benchmark(name).headline
+                value = latest.get(f"metrics.{name}/{headline}")
+                if value is None or pd.isna(value):
+                    continue
+                rows.append((run_id, name, int(latest["step"]), float(value)))
+                mine = table[table["benchmark"] == name]
+                frames.append(
+                    pd.DataFrame(
+                        {
+                            "run_id": run_id,
+                            "benchmark": name,
+                            "step": int(latest["step"]),
+                            "problem_id": mine["problem_id"].astype(str),
+                            "category": mine["category"].astype(str),
+                            "score": mine[headline].astype(float),
+                        }
+                    )  # fmt: skip
+                )
+    benchmarks = pd.DataFrame(rows, columns=BENCHMARK_COLUMNS)
+    return benchmarks, pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()

@@ -1,0 +1,181 @@
+"""The report's numbers: final accuracies across seeds, paired comparisons, ablations and rollout cost.
+
+Every function takes the tidy frames of `hacrl_exp.report.load.ReportData` and returns plain data (DataFrames or
+dataclasses); formatting is `render`'s job. "Final" is each run's last evaluation.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hacrl_exp.report.load import HELDOUT, MECHANISM_LABELS, ReportData
+from hacrl_exp.report.stats import Interval, PairedTest, mean_t_interval, paired_test, verdict
+
+MAIN_METHODS = ("GSPO", "GSPO×2", "Naive", "HACPO")
+BASELINES = ("GSPO", "GSPO×2")
+BASE = "base (step 0)"
+"""The warm-started agents before RL: every method's step-0 evaluation at that seed."""
+
+
+def columns_of(data: ReportData) -> list[str]:
+    """Table columns: the held-out categories (eval/accuracy/<category>) in name order, 'mean', then the benchmarks
+    of `python -m hacrl_exp.evaluate` runs, if any."""
+    keys = data.curves.loc[data.curves["metric"].str.startswith("eval/accuracy/"), "metric"].unique()
+    categories = sorted(k.split("/", 2)[2] for k in keys if k != "eval/accuracy/mean")
+    return [*categories, "mean", *sorted(data.benchmarks["benchmark"].unique())]
+
+
+def finals(data: ReportData) -> pd.DataFrame:
+    """(run_id, method, agent, seed, step, column, value): each run's last evaluation, plus BASE rows from step 0.
+
+    The values are the logged MLflow metrics eval/accuracy/<column> (the mean over categories for 'mean') and, for a
+    benchmark column, the evaluation run's `<benchmark>/<headline>`.
+    """
+    acc = data.curves[data.curves["metric"].str.startswith("eval/accuracy/")]
+    acc = acc.assign(column=acc["metric"].str.split("/", n=2).str[2]).merge(data.runs, on="run_id")
+    last = acc[acc["step"] == acc.groupby("run_id")["step"].transform("max")]
+    base = acc[acc["step"] == 0].groupby(["agent", "seed", "column"], as_index=False)["value"].mean()
+    base = base.assign(method=BASE, run_id="", step=0)
+    bench = data.benchmarks.rename(columns={"benchmark": "column"}).merge(data.runs, on="run_id")
+    keep = ["run_id", "method", "agent", "seed", "step", "column", "value"]
+    return pd.concat([last[keep], base[keep], bench[keep]], ignore_index=True)
+
+
+def methods_in(data: ReportData, order: tuple[str, ...] = MAIN_METHODS) -> list[str]:
+    """The methods present, those in `order` first (in that order), then the rest alphabetically."""
+    present = set(data.runs["method"])
+    return [m for m in order if m in present] + sorted(present - set(order))
+
+
+def accuracy_table(final: pd.DataFrame, methods: list[str], columns: list[str], level: float) -> pd.DataFrame:
+    """Rows (agent, method) × columns: Interval (mean and t-interval across seeds) of the final accuracy."""
+    rows = []
+    for agent in sorted(final["agent"].unique()):
+        for method in methods:
+            part = final[(final["agent"] == agent) & (final["method"] == method)]
+            if part.empty:
+                continue
+            row = {"agent": agent, "method": method, "seeds": part["seed"].nunique()}
+            for column in columns:
+                row[column] = mean_t_interval(part.loc[part["column"] == column, "value"], level)
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Method `a` against method `b` for one agent and column: Δ = a − b."""
+
+    agent: str
+    a: str
+    b: str
+    column: str
+    seeds: Interval
+    """Δ per seed (paired by seed), mean and t-interval across seeds."""
+    paired: PairedTest
+    """Per-problem paired bootstrap and McNemar, (seed, problem) pairs pooled over seeds."""
+    seeds_won: int
+    significance: float = 0.05
+
+    @property
+    def verdict(self) -> str:
+        """'beat', 'fell short of' or 'was indistinguishable from', from the paired bootstrap's Δ and p."""
+        return verdict(self.paired.delta, self.paired.p_bootstrap, self.significance)
+
+
+def compare(
+    data: ReportData,
+    final: pd.DataFrame,
+    agent: str,
+    a: str,
+    b: str,
+    column: str = "mean",
+    significance: float = 0.05,
+    **boot,
+) -> Comparison | None:
+    """Compare methods a and b for one agent at the seeds both have; None when they share no seed."""
+
+    def values(method):
+        part = final[(final["agent"] == agent) & (final["method"] == method) & (final["column"] == column)]
+        return part.groupby("seed")["value"].mean()
+
+    va, vb = values(a), values(b)
+    seeds = sorted(set(va.index) & set(vb.index))
+    if not seeds:
+        return None
+    per_seed = va.loc[seeds] - vb.loc[seeds]
+    pairs = problem_pairs(data, agent, a, b, seeds, column)
+    if pairs.empty:
+        return None
+    # held-out 'mean' is a mean over categories: weight 1/|category|; a benchmark's metric is a mean over problems
+    is_benchmark = column in set(data.benchmarks["benchmark"])
+    weights = None if is_benchmark else 1.0 / pairs.groupby(["seed", "category"])["problem_id"].transform("count")
+    test = paired_test(pairs["score_a"], pairs["score_b"], pairs["problem_id"], weights, **boot)
+    won = int(np.sum(per_seed.to_numpy() > 0))
+    interval = mean_t_interval(per_seed, boot.get("level", 0.95))
+    return Comparison(agent, a, b, column, interval, test, won, significance)
+
+
+def problem_pairs(data: ReportData, agent: str, a: str, b: str, seeds: list[int], column: str) -> pd.DataFrame:
+    """(seed, problem_id, category, score_a, score_b): final answers of a and b at the same seed and problem."""
+    runs = data.runs[(data.runs["agent"] == agent) & data.runs["seed"].isin(seeds)]
+    scored = data.problems.merge(runs[["run_id", "method", "seed"]], on="run_id")
+    if column in set(data.benchmarks["benchmark"]):
+        scored = scored[scored["benchmark"] == column]
+    else:
+        scored = scored[scored["benchmark"] == HELDOUT]
+        scored = scored if column == "mean" else scored[scored["category"] == column]
+    key = ["seed", "problem_id", "category"]
+    side_a = scored[scored["method"] == a].groupby(key, as_index=False)["score"].mean()
+    side_b = scored[scored["method"] == b].groupby(key, as_index=False)["score"].mean()
+    return side_a.merge(side_b, on=key, suffixes=("_a", "_b"))
+
+
+def comparisons(
+    data: ReportData, final: pd.DataFrame, pairs: list[tuple[str, str]], columns: list[str], **settings
+) -> list[Comparison]:
+    """compare() for every agent, every (a, b) present, every column."""
+    present = set(data.runs["method"])
+    out = []
+    for agent in sorted(data.runs["agent"].unique()):
+        for a, b in pairs:
+            if a in present and b in present:
+                for column in columns:
+                    found = compare(data, final, agent, a, b, column, **settings)
+                    if found is not None:
+                        out.append(found)
+    return out
+
+
+def ablation_methods(data: ReportData) -> list[tuple[str, str]]:
+    """(mechanism key, method label) for every 'HACPO −X' present with a single mechanism off."""
+    present = set(data.runs["method"])
+    return [(key, f"HACPO −{short}") for key, short in MECHANISM_LABELS.items() if f"HACPO −{short}" in present]
+
+
+def cost_table(data: ReportData, final: pd.DataFrame) -> pd.DataFrame:
+    """Per (method, agent), means over seeds: rollouts and tokens generated, training seconds, final accuracy,
+    its gain over the step-0 accuracy, and that gain per 1000 rollouts."""
+    last = data.curves[data.curves["metric"].isin(["rollouts_total", "tokens_total", "seconds"])]
+    last = last[last["step"] == last.groupby(["run_id", "metric"])["step"].transform("max")]
+    wide = last.pivot_table(index="run_id", columns="metric", values="value").reset_index()
+    wide = wide.merge(data.runs[["run_id", "method", "agent", "seed"]], on="run_id")
+    mean = final[final["column"] == "mean"]
+    acc = mean[mean["method"] != BASE][["run_id", "value"]].rename(columns={"value": "accuracy"})
+    base = mean[mean["method"] == BASE][["agent", "seed", "value"]].rename(columns={"value": "base"})
+    wide = wide.merge(acc, on="run_id").merge(base, on=["agent", "seed"], how="left")
+    wide["gain"] = wide["accuracy"] - wide["base"]
+    wide["gain_per_1k_rollouts"] = 1000.0 * wide["gain"] / wide["rollouts_total"].where(wide["rollouts_total"] > 0)
+    numeric = ["rollouts_total", "tokens_total", "seconds", "accuracy", "gain", "gain_per_1k_rollouts"]
+    table = wide.groupby(["method", "agent"], as_index=False)[numeric].mean()
+    order = {m: i for i, m in enumerate(methods_in(data))}
+    return table.sort_values(["agent", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
+
+
+def ratio(numerator: float, denominator: float) -> float:
+    """numerator / denominator, NaN when the denominator is 0 or missing."""
+    return numerator / denominator if denominator and math.isfinite(denominator) else math.nan

@@ -1,0 +1,192 @@
+"""vLLM rollout backend (optional extra `.[gpu]`, CUDA only), behind the same interface as `hf`.
+
+Prompt token ids go straight in (TokensPrompt, no tokenizer inside vLLM); sampling settings map one to one onto the
+HF backend's; responses come back as token ids cut at the first EOS exactly as `hf.split_response` cuts them, and
+are decoded by the agent's own tokenizer. vLLM's own log-probs are never used: the training model recomputes the
+source's old log-probs (spec §1.2).
+
+Training and generation share the GPU: the engine sleeps between generations (sleep_level 2 frees its weights and
+KV cache, 1 parks the weights in CPU RAM) and, before the first generation after an optimizer step, wakes and loads
+the training model's current weights (LoRA merged in) with `load_weights`, the in-process path TRL's colocate mode
+uses. The engine starts from the model's config with dummy weights, so nothing is written to or read from disk.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import torch
+
+from hacrl_exp.agents.lora import merged_weights
+from hacrl_exp.config.schema import VLLMConfig
+from hacrl_exp.errors import ConfigError
+from hacrl_exp.rollout.base import Rollouts, SamplingSettings
+from hacrl_exp.rollout.hf import split_response
+
+INSTALL = 'pip install -e ".[gpu]" on a CUDA machine, or use rollout=hf'
+
+
+def require_vllm():
+    """The vllm module, or a one-line ConfigError naming the extra to install."""
+    try:
+        import vllm
+    except Exception as exc:  # ImportError, or a broken CUDA build raising at import
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ConfigError(f"rollout.backend=vllm needs vLLM, which does not import ({first}): {INSTALL}") from None
+    return vllm
+
+
+def sampling_kwargs(sampling: SamplingSettings, n: int, eos_id: int) -> dict[str, Any]:
+    """vllm.SamplingParams keyword arguments equivalent to `HFRolloutEngine`'s generation config.
+
+    Greedy (do_sample False or temperature 0) → temperature 0. Otherwise temperature, top_p and top_k as given
+    (-1 disables top-k in both). Generation stops at the agent's EOS (stop_token_ids: vLLM has no tokenizer here),
+    after at most max_new_tokens; no penalties, no min_p, no sampler log-probs.
+    """
+    greedy = not sampling.do_sample or sampling.temperature == 0
+    kwargs: dict[str, Any] = dict(
+        n=n,
+        max_tokens=sampling.max_new_tokens,
+        stop_token_ids=[eos_id],
+        detokenize=False,
+        repetition_penalty=1.0,
+        min_p=0.0,
+        logprobs=None,
+    )
+    if greedy:
+        kwargs.update(temperature=0.0, top_p=1.0, top_k=-1)
+    else:
+        top_k = sampling.top_k if sampling.top_k > 0 else -1
+        kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=top_k)
+    return kwargs
+
+
+def tokens_prompts(prompt_ids: Sequence[Sequence[int]]) -> list[dict[str, list[int]]]:
+    """vllm TokensPrompt dicts: the agent's own prompt token ids, passed through unchanged."""
+    return [{"prompt_token_ids": [int(t) for t in ids]} for ids in prompt_ids]
+
+
+def rollouts_from_outputs(
+    outputs: Sequence[Any], prompt_ids: Sequence[Sequence[int]], n: int, eos_id: int, pad_id: int, tokenizer
+) -> Rollouts:
+    """Rollouts from vLLM RequestOutputs (one per prompt, in prompt order, each with n completions).
+
+    Row r belongs to prompt r // n, as in the HF backend. Each completion's token ids are cut at the first EOS with
+    `hf.split_response` (an EOS-only response keeps one EOS); `finished` also holds when vLLM reports it stopped on
+    EOS without returning the token.
+    """
+    if len(outputs) != len(prompt_ids):
+        raise ValueError(f"{len(outputs)} vLLM outputs for {len(prompt_ids)} prompts")
+    rows, responses, finished = [], [], []
+    for prompt, output in zip(prompt_ids, outputs):
+        completions = sorted(output.outputs, key=lambda c: c.index)
+        if len(completions) != n:
+            raise ValueError(f"a vLLM output has {len(completions)} completions, expected n={n}")
+        for completion in completions:
+            tokens, done = split_response(list(completion.token_ids), eos_id, pad_id)
+            if not done and completion.finish_reason == "stop":
+                tokens, done = (tokens or [eos_id]), True
+            rows.append(list(prompt))
+            responses.append(tokens)
+            finished.append(done)
+    texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
+    return Rollouts(prompt_ids=rows, response_ids=responses, texts=texts, finished=finished)
+
+
+def _engine_model(llm):
+    """The engine's torch model, in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0), as TRL's colocate mode reaches it."""
+    return llm.llm_engine.model_executor.driver_worker.model_runner.model
+
+
+class VLLMRolloutEngine:
+    """Samples with an in-process vLLM engine that follows the agent's training model.
+
+    The training model stays the source of truth; `mark_stale()` (hooked to the optimizer's step) makes the next
+    `generate` load its weights first.
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer,
+        settings: VLLMConfig,
+        *,
+        dtype: str = "bfloat16",
+        seed: int = 0,
+        optimizer: torch.optim.Optimizer | None = None,
+    ):
+        vllm = require_vllm()
+        device = next(model.parameters()).device
+        if device.type != "cuda":
+            raise ConfigError(f"rollout.backend=vllm needs the agent on a CUDA device, not {device}; {INSTALL}")
+        if device.index not in (None, torch.cuda.current_device()):
+            raise ConfigError(
+                f"rollout.backend=vllm runs on this process's current GPU (cuda:{torch.cuda.current_device()}), but "
+                f"the agent is on {device}; run agents on other GPUs as Ray actors (executor=ray)"
+            )
+        if tokenizer.eos_token_id is None:
+            raise ValueError("tokenizer has no EOS token; set tokenizer.eos_token")
+        self.model, self.tokenizer, self.settings = model, tokenizer, settings
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self._vllm = vllm
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: weights load without copies
+        os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")  # its torch.distributed rendezvous stays local
+        self._config_dir = tempfile.TemporaryDirectory(prefix="hacrl_vllm_")
+        base = model.get_base_model() if hasattr(model, "get_base_model") else model
+        config = copy.deepcopy(base.config)
+        config.architectures = [type(base).__name__]  # models built from a config have none; vLLM picks by it
+        config.save_pretrained(self._config_dir.name)  # architecture only: weights come from the trainer
+        self.llm = vllm.LLM(
+            model=self._config_dir.name,
+            load_format="dummy",
+            skip_tokenizer_init=True,
+            dtype=dtype,
+            seed=seed,
+            gpu_memory_utilization=settings.gpu_memory_utilization,
+            enable_sleep_mode=settings.sleep_level > 0,
+            enforce_eager=settings.enforce_eager,
+            max_model_len=settings.max_model_len,
+        )
+        self.stale = True  # dummy weights until the first sync
+        self._sleeping: set[str] = set()
+        if settings.sleep_level:
+            self.llm.sleep(level=2)  # nothing worth keeping yet
+            self._sleeping = {"weights", "kv_cache"}
+        if optimizer is not None:
+            optimizer.register_step_post_hook(lambda *_: self.mark_stale())
+
+    def _wake(self, tag: str) -> None:
+        if tag in self._sleeping:
+            self.llm.wake_up(tags=[tag])
+            self._sleeping.discard(tag)
+
+    def mark_stale(self) -> None:
+        """The training model changed: load its weights before the next generation."""
+        self.stale = True
+
+    def sync_weights(self, weights: Iterable[tuple[str, torch.Tensor]] | None = None) -> None:
+        """Load the training model's weights (Hugging Face names, LoRA merged) into the engine."""
+        self._wake("weights")
+        _engine_model(self.llm).load_weights(weights if weights is not None else merged_weights(self.model))
+        self.llm.reset_prefix_cache()
+        self.stale = False
+
+    @torch.no_grad()
+    def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
+        """n samples per prompt; rows are grouped by prompt (row r belongs to prompt r // n)."""
+        if self.stale:
+            self.sync_weights()
+        self._wake("weights")
+        self._wake("kv_cache")
+        params = self._vllm.SamplingParams(**sampling_kwargs(sampling, n, self.tokenizer.eos_token_id))
+        outputs = self.llm.generate(tokens_prompts(prompt_ids), sampling_params=params, use_tqdm=False)
+        level = self.settings.sleep_level
+        if level:
+            self.llm.sleep(level=level)
+            self._sleeping = {"weights", "kv_cache"}
+            self.stale = self.stale or level == 2  # level 2 discarded the weights
+        return rollouts_from_outputs(outputs, prompt_ids, n, self.tokenizer.eos_token_id, self.pad_id, self.tokenizer)

@@ -1,0 +1,132 @@
+"""Settings of the hacrl_optuna sweeper (`hydra.sweeper.*`), checked and turned into Optuna objects.
+
+Every bad value raises a ConfigError that names its `hydra.sweeper.*` key, before any trial starts.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+
+from hacrl_exp.errors import ConfigError
+
+SAMPLERS = ("tpe", "random")
+PRUNERS = ("none", "median", "percentile", "threshold")
+DIRECTIONS = ("maximize", "minimize")
+STUDY_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
+KEY = "hydra.sweeper"
+
+
+@dataclass(frozen=True)
+class AlphaSpace:
+    """The α search space of every edge: `choices` if given, else [low, high] (log-uniform when log)."""
+
+    low: float
+    high: float
+    log: bool
+    choices: tuple[float, ...]
+
+    def distribution(self) -> optuna.distributions.BaseDistribution:
+        if self.choices:
+            return optuna.distributions.CategoricalDistribution(self.choices)
+        return optuna.distributions.FloatDistribution(self.low, self.high, log=self.log)
+
+
+@dataclass(frozen=True)
+class SweepSettings:
+    """Checked `hydra.sweeper.*` (each field is described in hydra_plugins/hacrl_optuna_sweeper/sweeper.py)."""
+
+    study_name: str
+    storage: str
+    n_trials: int
+    n_jobs: int
+    metric: str
+    direction: str
+    sampler: str
+    seed: int
+    n_startup_trials: int
+    pruner: dict
+    alpha: AlphaSpace
+    max_failures: int
+    output_dir: Path
+
+    def make_sampler(self, edge_index: int, ordinal: int) -> optuna.samplers.BaseSampler:
+        """A sampler seeded by (seed, edge, the study's trial count less interrupted trials), so that edge studies
+        draw independent α and a resumed sweep retries the α of the trial its interruption killed."""
+        seed = int(np.random.SeedSequence([self.seed, edge_index, ordinal]).generate_state(1)[0])
+        if self.sampler == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=self.n_startup_trials)
+
+
+def make_pruner(spec: Mapping[str, Any]) -> optuna.pruners.BasePruner:
+    """The Optuna pruner of a `hydra.sweeper.pruner` node: name plus the fields that pruner reads."""
+    name = spec["name"]
+    warmup = {"n_warmup_steps": int(spec["n_warmup_steps"])}
+    startup = {"n_startup_trials": int(spec["n_startup_trials"]), **warmup}
+    try:
+        if name == "none":
+            return optuna.pruners.NopPruner()
+        if name == "median":
+            return optuna.pruners.MedianPruner(**startup)
+        if name == "percentile":
+            return optuna.pruners.PercentilePruner(float(spec["percentile"]), **startup)
+        if name == "threshold":
+            return optuna.pruners.ThresholdPruner(lower=spec["lower"], upper=spec["upper"], **warmup)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{KEY}.pruner ({name}): {' '.join(str(exc).split())}") from None
+    raise ConfigError(f"{KEY}.pruner.name={name!r} is not one of {list(PRUNERS)}")
+
+
+def parse_settings(raw: Mapping[str, Any], sweep_dir: Path) -> SweepSettings:
+    """Checked settings from the sweeper's config node (plain containers). Storage and output default to the
+    sweep folder, so re-running the same command finds the same studies."""
+    name = str(raw["study_name"])
+    if not STUDY_NAME.match(name):
+        raise ConfigError(f"{KEY}.study_name={name!r} may hold only letters, digits, '_', '.' and '-'")
+    for key in ("n_trials", "n_jobs", "max_failures"):
+        if int(raw[key]) < 1:
+            raise ConfigError(f"{KEY}.{key}={raw[key]} must be >= 1")
+    if raw["direction"] not in DIRECTIONS:
+        raise ConfigError(f"{KEY}.direction={raw['direction']!r} is not one of {list(DIRECTIONS)}")
+    sampler, pruner = dict(raw["sampler"]), dict(raw["pruner"])
+    if sampler["name"] not in SAMPLERS:
+        raise ConfigError(f"{KEY}.sampler.name={sampler['name']!r} is not one of {list(SAMPLERS)}")
+    if int(sampler["n_startup_trials"]) < 0:
+        raise ConfigError(f"{KEY}.sampler.n_startup_trials={sampler['n_startup_trials']} must be >= 0")
+    make_pruner(pruner)
+    output_dir = Path(raw["output_dir"] or sweep_dir).expanduser().resolve()
+    return SweepSettings(
+        study_name=name,
+        storage=raw["storage"] or f"sqlite:///{output_dir / 'optuna.db'}",
+        n_trials=int(raw["n_trials"]),
+        n_jobs=int(raw["n_jobs"]),
+        metric=str(raw["metric"]),
+        direction=str(raw["direction"]),
+        sampler=sampler["name"],
+        seed=int(sampler["seed"]),
+        n_startup_trials=int(sampler["n_startup_trials"]),
+        pruner=pruner,
+        alpha=_alpha_space(dict(raw["alpha"])),
+        max_failures=int(raw["max_failures"]),
+        output_dir=output_dir,
+    )
+
+
+def _alpha_space(raw: dict) -> AlphaSpace:
+    choices = tuple(float(c) for c in raw.get("choices") or ())
+    low, high, log = float(raw["low"]), float(raw["high"]), bool(raw["log"])
+    if choices:
+        if min(choices) < 0 or len(set(choices)) != len(choices):
+            raise ConfigError(f"{KEY}.alpha.choices={list(choices)} must be distinct values >= 0")
+    elif not 0 <= low < high:
+        raise ConfigError(f"{KEY}.alpha.low={low}, high={high}: need 0 <= low < high (or give alpha.choices)")
+    elif log and low == 0:
+        raise ConfigError(f"{KEY}.alpha.low=0 with alpha.log=true: a log-uniform range needs low > 0")
+    return AlphaSpace(low, high, log, choices)

@@ -1,0 +1,191 @@
+"""One Optuna study per directed edge learner←source, so α[k←j] and α[j←k] are tuned separately.
+
+The studies are named `<study_name>/<learner><-<source>` and share one storage. A sweep trial asks every edge
+study for its α, runs one training job with all of them, and tells each study its learner's final held-out
+metric (or PRUNED with the last reported value). The study's user attributes carry what the job needs to report
+to it (learner, metric, pruner), so a job needs only the storage URL, the study names and its trial numbers.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import optuna
+from omegaconf import OmegaConf
+from optuna.trial import FrozenTrial, TrialState
+
+from hacrl_exp.errors import ConfigError
+from hacrl_exp.graph import Edge
+from hacrl_exp.sweep.settings import SweepSettings, make_pruner
+
+FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
+COUNTED = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+
+
+def edge_name(edge: Edge) -> str:
+    return f"{edge.learner}<-{edge.source}"
+
+
+def metric_of(evals: dict, learner: str, metric: str) -> float:
+    """The learner's held-out `metric` in one evaluation ({agent: {metric: value}})."""
+    if metric not in evals[learner]:
+        known = sorted(evals[learner])
+        raise ConfigError(f"hydra.sweeper.metric={metric!r} is not a held-out metric of the run; known: {known}")
+    return float(evals[learner][metric])
+
+
+def trial_id(storage: optuna.storages.BaseStorage, study_name: str, number: int) -> int:
+    """The storage-wide id of a study's trial number."""
+    return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study_name), number)
+
+
+@functools.cache
+def storage_for(url: str) -> optuna.storages.BaseStorage:
+    """One storage object per URL and process (the sweeper and an in-process job share it)."""
+    if url.startswith("sqlite:///"):
+        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
+    return optuna.storages.get_storage(url)
+
+
+@dataclass
+class AskedTrial:
+    """One sweep trial: an Optuna trial in every edge study, and the α each asked for."""
+
+    trials: dict[Edge, optuna.Trial]
+    alphas: dict[Edge, float]
+
+    @property
+    def number(self) -> int:
+        return next(iter(self.trials.values())).number
+
+    def overrides(self, storage: str) -> list[str]:
+        """The job's Hydra overrides: α per edge, and the trials it reports to (config.trial)."""
+        out = [f"++agents.members.{e.learner}.alpha_from.{e.source}={a!r}" for e, a in self.alphas.items()]
+        studies = ",".join(repr(t.study.study_name) for t in self.trials.values())
+        numbers = ",".join(str(t.number) for t in self.trials.values())
+        return [*out, f"trial.storage={storage!r}", f"trial.studies=[{studies}]", f"trial.numbers=[{numbers}]"]
+
+
+class EdgeStudies:
+    """The per-edge studies of one sweep."""
+
+    def __init__(self, settings: SweepSettings, edges: list[Edge]) -> None:
+        self.settings = settings
+        self.storage = storage = storage_for(settings.storage)
+        self.studies: dict[Edge, optuna.Study] = {}
+        for edge in edges:
+            study = optuna.create_study(
+                study_name=f"{settings.study_name}/{edge_name(edge)}",
+                storage=storage,
+                direction=settings.direction,
+                pruner=make_pruner(settings.pruner),
+                load_if_exists=True,
+            )
+            attrs = {"sweep": settings.study_name, "learner": edge.learner, "source": edge.source}
+            attrs |= {"metric": settings.metric, "pruner": settings.pruner}
+            for key, value in attrs.items():
+                study.set_user_attr(key, value)
+            self.studies[edge] = study
+
+    def fail_stale(self) -> list[str]:
+        """Mark FAIL every trial left RUNNING: its sweep process was killed (one sweeper per study at a time).
+        They are tagged interrupted=True, so the next trial reuses their sampler seed, hence their α."""
+        failed = []
+        for study in self.studies.values():
+            for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+                stale = trial_id(self.storage, study.study_name, trial.number)
+                self.storage.set_trial_user_attr(stale, "interrupted", True)
+                study.tell(trial.number, state=TrialState.FAIL)
+                failed.append(f"{study.study_name}#{trial.number}")
+        return failed
+
+    def finished(self) -> int:
+        """Trials that count towards n_trials: COMPLETE or PRUNED, in the edge study that has the fewest."""
+        return min(len(s.get_trials(deepcopy=False, states=FINISHED)) for s in self.studies.values())
+
+    def ask(self) -> AskedTrial:
+        distribution = self.settings.alpha.distribution()
+        trials, alphas = {}, {}
+        for index, (edge, study) in enumerate(self.studies.items()):
+            ordinal = sum(not t.user_attrs.get("interrupted") for t in study.get_trials(deepcopy=False))
+            study.sampler = self.settings.make_sampler(index, ordinal)
+            trials[edge] = study.ask({"alpha": distribution})
+            alphas[edge] = float(trials[edge].params["alpha"])
+        return AskedTrial(trials, alphas)
+
+    def tell(self, asked: AskedTrial, summary: dict | None) -> str:
+        """Finish the trial in every edge study from the job's summary (None: the job failed); returns the state."""
+        if summary is None:
+            for edge, trial in asked.trials.items():
+                self.studies[edge].tell(trial, state=TrialState.FAIL)
+            return "FAIL"
+        for edge, trial in asked.trials.items():
+            trial.set_user_attr("output_dir", summary["output_dir"])
+            trial.set_user_attr("mlflow_run_id", summary["run_ids"].get("", ""))
+            if summary["stopped_early"] is not None:
+                self.studies[edge].tell(trial, state=TrialState.PRUNED)
+            else:
+                value = metric_of(summary["evals"][summary["last_step"]], edge.learner, self.settings.metric)
+                self.studies[edge].tell(trial, value)  # a NaN value makes Optuna mark it FAIL
+        return "PRUNED" if summary["stopped_early"] is not None else "COMPLETE"
+
+    def fail(self, asked: list[AskedTrial]) -> None:
+        """Mark FAIL (interrupted) the trials of an interrupted batch that are still running."""
+        for one in asked:
+            for edge, trial in one.trials.items():
+                frozen = self.storage.get_trial(trial_id(self.storage, trial.study.study_name, trial.number))
+                if not frozen.state.is_finished():
+                    trial.set_user_attr("interrupted", True)
+                    self.studies[edge].tell(trial, state=TrialState.FAIL)
+
+    def best(self) -> dict[Edge, FrozenTrial | None]:
+        """The best COMPLETE trial of each edge study (None while it has none; of tied trials, the first)."""
+        out = {}
+        for edge, study in self.studies.items():
+            complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            out[edge] = study.best_trial if complete else None
+        return out
+
+    def write_best(self) -> Path | None:
+        """Write best_alpha/<study>.yaml under the output folder, atomically; a Hydra config a later run includes."""
+        best = {e: t for e, t in self.best().items() if t is not None}
+        if not best:
+            return None
+        name, folder = self.settings.study_name, self.settings.output_dir
+        members: dict = {}
+        for edge, trial in best.items():
+            members.setdefault(edge.learner, {"alpha_from": {}})["alpha_from"][edge.source] = trial.params["alpha"]
+        header = [
+            "# @package _global_",
+            f"# Best α per edge of the Optuna study {name!r} ({self.settings.storage}).",
+            f"# Each edge's α is that of the trial where its learner scored the best final {self.settings.metric};",
+            "# the edges were tuned independently. Include it in a run with:",
+            f"#   python -m hacrl_exp.run --config-dir {folder} +best_alpha={name}",
+            *(
+                f"#   {edge_name(e)}: α={t.params['alpha']:.4g}, {t.value:.4f} (trial {t.number})"
+                for e, t in best.items()
+            ),
+        ]
+        body = OmegaConf.to_yaml({"agents": {"members": members}})
+        path = folder / "best_alpha" / f"{name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text("\n".join(header) + "\n" + body)
+        os.replace(tmp, path)
+        return path
+
+    def table(self) -> str:
+        """Best α per edge with its value and the state counts of each edge study."""
+        rows = [f"{'edge':<28} {'best α':>8} {self.settings.metric:>14} {'trial':>6}  complete/pruned/failed"]
+        for edge, trial in self.best().items():
+            counts = [len(self.studies[edge].get_trials(deepcopy=False, states=(s,))) for s in COUNTED]
+            states = "/".join(str(c) for c in counts)
+            if trial is None:
+                rows.append(f"{edge_name(edge):<28} {'-':>8} {'-':>14} {'-':>6}  {states}")
+            else:
+                alpha, value = trial.params["alpha"], trial.value
+                rows.append(f"{edge_name(edge):<28} {alpha:>8.4g} {value:>14.4f} {trial.number:>6}  {states}")
+        return "\n".join(rows)

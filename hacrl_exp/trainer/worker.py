@@ -1,0 +1,159 @@
+"""An agent worker: one agent and everything that touches its weights (model, tokenizer, optimizer, rollout engine,
+reference model, random stream) behind the few calls the HACPO loop makes.
+
+The same class runs in the trainer's process (executor=local) and as a Ray actor (executor=ray), see
+`hacrl_exp.trainer.executor`. What crosses between the driver and a worker: problems and sampling settings in;
+`SharedRollouts` (text, reward, the source's old mean log-prob and token count per response), metrics and
+per-problem evaluation records out; the sources' `SharedRollouts` and the capability weights ρ into `learn`.
+Token ids, per-token log-probs and weights stay with their agent (checkpoints are written by each worker).
+
+Randomness: every worker owns a torch random stream seeded from (seed, agent index) and swapped in around each
+call, so an agent draws the same samples whether it shares a process with the other agents or runs alone.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from hacrl_exp.agents.factory import make_agent
+from hacrl_exp.algo import get_algorithm
+from hacrl_exp.config.schema import Config
+from hacrl_exp.graph import Edge
+from hacrl_exp.rollout.base import SamplingSettings
+from hacrl_exp.tasks import build_task
+from hacrl_exp.tasks.base import Problem, Task
+from hacrl_exp.trainer.checkpoint import load_agent_state, save_agent_state
+from hacrl_exp.trainer.evaluation import BenchmarkEvaluation, greedy_answers
+from hacrl_exp.trainer.pool import SharedRollouts, SourceRollouts, build_learner_batch, collect_rollouts
+from hacrl_exp.trainer.update import update_learner
+
+
+def stream_seed(seed: int, index: int) -> int:
+    """Seed of agent `index`'s sampling stream: a SeedSequence of (seed, index), independent across agents."""
+    return int(np.random.SeedSequence([seed, index]).generate_state(1, dtype=np.uint64)[0])
+
+
+class AgentWorker:
+    """Agent `index` of config.agents.members, built where this object lives (warm start cached on disk).
+
+    task: the driver's task when the worker shares its process (one grader for all agents); else it builds its
+    own from config.task, which gives the same prompts and grades.
+    """
+
+    def __init__(self, config: Config, index: int, threads: int | None = None, task: Task | None = None) -> None:
+        if threads:
+            torch.set_num_threads(threads)
+        self.config, self.index = config, index
+        self.names = list(config.agents.members)
+        self.owns_task = task is None
+        self.task = build_task(config.task) if task is None else task
+        # its device: agents.members.<name>.device, else trainer.device; 'auto' places agents over the GPUs this
+        # process sees, for a Ray actor the executor.gpus_per_agent GPUs Ray gave it (hacrl_exp.agents.devices)
+        self.agent = make_agent(config, self.task, None, index)
+        self.algorithm = get_algorithm(config.algorithm.name)
+        self.benchmarks = BenchmarkEvaluation(config, self.task)
+        self.device = self.agent.model.device
+        self.rng: dict[str, torch.Tensor] = {}
+        with self._rng_devices():
+            torch.manual_seed(stream_seed(config.seed, index))
+            self.rng = self._rng_state()
+        self._own: SourceRollouts | None = None
+        self._prompt_ids: list[list[int]] = []
+
+    def ready(self) -> str:
+        """The agent's name, once it is built (lets the Ray executor surface build errors at start)."""
+        return self.agent.name
+
+    def rollout(
+        self, problems: Sequence[Problem], group: int, sampling: SamplingSettings
+    ) -> tuple[SharedRollouts, dict[str, float]]:
+        """Phases 1–3 (ROLLOUT, REWARD, SCORE OWN) of one step: G samples per prompt, graded, scored by this
+        agent's model before any update (spec §1.2). Keeps the whole rollouts for `learn`; returns the part other
+        agents see and the seconds of each phase."""
+        times = dict.fromkeys(("generate", "reward", "score_own"), 0.0)
+        score_batch = self.config.trainer.micro_batch_size
+        with self._own_rng():
+            self._own = collect_rollouts(
+                self.agent, self.index, problems, group, sampling, self.task, score_batch, times
+            )
+        self._prompt_ids = [self.agent.prompt_ids(p.prompt) for p in problems]
+        return self._own.shared(), times
+
+    def learn(
+        self, sources: dict[int, SharedRollouts], edges: list[Edge], loss_weight: torch.Tensor
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """Phases 5–6 (EXCHANGE + ADVANTAGE, UPDATE) for this learner: its batch from its own rollouts of the step
+        and its sources' shared ones (re-tokenised here, spec §1.3), then every optimizer update (spec §1.6).
+
+        loss_weight: ρ(j→k) of this learner k, (N,) or (P, N); the baseline weight is 1/ρ (spec §2.1).
+        Returns the learner's metrics and the seconds of score_cross and update."""
+        if self._own is None:
+            raise RuntimeError(f"{self.agent.name}: learn before rollout in this step")
+        cfg = self.config
+        started = time.perf_counter()
+        batch = build_learner_batch(
+            self.index,
+            edges,
+            self.names,
+            {**sources, self.index: self._own},
+            self._prompt_ids,
+            self.agent.tokenizer,
+            cfg.rollout.max_new_tokens,
+            self.algorithm,
+            cfg.mechanisms,
+            1.0 / loss_weight,
+            loss_weight,
+            cfg.algorithm.adv_eps,
+        )
+        built = time.perf_counter()
+        with self._own_rng():
+            metrics = update_learner(
+                self.agent, batch, self.names, self.algorithm, cfg.algorithm, cfg.mechanisms, cfg.trainer
+            )
+        return metrics, {"score_cross": built - started, "update": time.perf_counter() - built}
+
+    def evaluate(self, problems: Sequence[Problem], max_new_tokens: int) -> tuple[list[dict], dict[str, float]]:
+        """Greedy answers to the held-out problems, one record per problem, and trainer.eval_benchmarks metrics."""
+        with self._own_rng():
+            return greedy_answers(self.agent, self.task, problems, max_new_tokens), self.benchmarks.metrics(self.agent)
+
+    def save(self, folder: str | Path) -> None:
+        """Write this agent's part of an unpublished checkpoint folder (weights, optimizer, random stream)."""
+        save_agent_state(self.agent, Path(folder), self.rng)
+
+    def load(self, folder: str | Path) -> None:
+        """Restore this agent from checkpoint `folder`."""
+        rng = load_agent_state(Path(folder), self.agent)
+        if rng is not None:
+            self.rng = rng
+
+    def close(self) -> None:
+        """Stop the grader processes of a task this worker built (a math task's math-verify workers)."""
+        close = getattr(self.task, "close", None)
+        if self.owns_task and close is not None:
+            close()
+
+    def _rng_devices(self):
+        cuda = [self.device.index or 0] if self.device.type == "cuda" else []
+        return torch.random.fork_rng(devices=cuda)  # restores the process's stream afterwards
+
+    def _rng_state(self) -> dict[str, torch.Tensor]:
+        state = {"cpu": torch.get_rng_state()}
+        if self.device.type == "cuda":
+            state["cuda"] = torch.cuda.get_rng_state(self.device)
+        return state
+
+    @contextmanager
+    def _own_rng(self) -> Iterator[None]:
+        with self._rng_devices():
+            torch.set_rng_state(self.rng["cpu"])
+            if self.device.type == "cuda" and "cuda" in self.rng:
+                torch.cuda.set_rng_state(self.rng["cuda"], self.device)
+            yield
+            self.rng = self._rng_state()

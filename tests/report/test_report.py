@@ -1,0 +1,247 @@
+"""A report built from real tiny training runs in a real MLflow store: files, numbers, statements, artifacts."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from hacrl_exp.config.preflight import preflight
+from hacrl_exp.config.report_schema import validate_report
+from hacrl_exp.errors import ConfigError
+from hacrl_exp.report.stats import verdict
+from hacrl_exp.trainer.loop import train
+from tests.e2e.tiny import tiny_overrides
+
+METHODS = {"gspo": "GSPO", "gspo_x2": "GSPO×2", "hacpo": "HACPO", "hacpo_no_omega": "HACPO −ω"}
+SEEDS = (0, 1)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """6 + 2 tiny 2-step jobs (GSPO, GSPO×2, HACPO, HACPO −ω at seeds 0 and 1) tagged grid=report_test."""
+    root = tmp_path_factory.mktemp("report_runs")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    cache = tmp_path_factory.getbasetemp() / "warm_start_cache"  # the suite's shared warm-start cache
+    for method in METHODS:
+        for seed in SEEDS:
+            overrides = tiny_overrides("pair", steps=2) + [
+                f"+method={method}",
+                f"seed={seed}",
+                "task.eval_per_tier=24",
+                "trainer.eval_limit=24",
+                "trainer.eval_every=1",
+                f"trainer.cache_dir={cache}",
+                f"tracking.uri={uri}",
+                "tracking.experiment=report_test",
+                "tracking.log_models=false",
+                "+tracking.tags.grid=report_test",
+            ]
+            train(preflight(overrides), root / f"{method}_{seed}")
+    evaluate_benchmark(root, uri)
+    return root, uri
+
+
+def evaluate_benchmark(root, uri):
+    """`python -m hacrl_exp.evaluate`'s job on the final HACPO and GSPO×2 checkpoints: benchmark `arithmetic`."""
+    from hacrl_exp.config.evaluate_schema import validate_evaluate
+    from hacrl_exp.evaluation.pipeline import run_evaluation
+
+    folders = [str(root / f"{m}_{s}") for m in ("hacpo", "gspo_x2") for s in SEEDS]
+    settings = {"checkpoints": folders, "benchmarks": ["arithmetic"], "limit": 24, "bootstrap": 0, "threads": 1}
+    config = validate_evaluate({**settings, "grader": {"workers": 1}, "tracking": {"uri": uri}})
+    run_evaluation(config, root / "eval")
+
+
+@pytest.fixture(scope="module")
+def report(store, tmp_path_factory):
+    from hacrl_exp.report.build import make_report
+
+    root, uri = store
+    storage = f"sqlite:///{root / 'optuna.db'}"
+    make_alpha_studies(storage)
+    out = tmp_path_factory.mktemp("reports")
+    config = {"uri": uri, "tags": {"grid": "report_test"}, "output_root": str(out), "bootstrap": 500}
+    return make_report(validate_report({**config, "studies": {"storage": storage}})), uri, storage
+
+
+def make_alpha_studies(storage):
+    """Two real edge studies as the α sweeper names them, α ∈ {0, 1, 2, 3}, objective 0.5 − 0.1·|α − best|."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    space = {"alpha": optuna.distributions.FloatDistribution(0.0, 4.0)}
+    for learner, source, best in (("opt_char", "gpt2_bpe", 2.0), ("gpt2_bpe", "opt_char", 1.0)):
+        study = optuna.create_study(study_name=f"alpha_test/{learner}<-{source}", storage=storage, direction="maximize")
+        for key, value in {"learner": learner, "source": source, "metric": "accuracy/mean"}.items():
+            study.set_user_attr(key, value)
+        for alpha in (0.0, 1.0, 2.0, 3.0):
+            study.enqueue_trial({"alpha": alpha})
+            trial = study.ask(space)
+            study.tell(trial, 0.5 - 0.1 * abs(trial.params["alpha"] - best))
+
+
+def final_from_mlflow(uri):
+    """{(agent, method label, seed): final eval/accuracy/mean} straight from the MLflow store."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("report_test")
+    out = {}
+    for run in client.search_runs([experiment.experiment_id], "tags.role = 'agent'"):
+        parent = client.get_run(run.data.tags["mlflow.parentRunId"])
+        params = parent.data.params
+        method = {"gspo": "GSPO", "gspo_x2": "GSPO×2"}.get(params["algorithm.name"], "HACPO")
+        method += " −ω" if params["algorithm.name"] == "hacpo" and params["mechanisms.omega"] == "False" else ""
+        history = client.get_metric_history(run.info.run_id, "eval/accuracy/mean")
+        out[(run.data.tags["agent"], method, int(parent.data.tags["seed"]))] = max(history, key=lambda m: m.step).value
+    return out
+
+
+def test_report_files_exist(report):
+    built, _, _ = report
+    folder = built.folder
+    assert (folder / "report.md").read_text() == built.markdown
+    html = (folder / "report.html").read_text()
+    assert html.startswith("<!doctype html>") and "<table>" in html and 'src="plots/final_accuracy.png"' in html
+    pngs = sorted(p.name for p in (folder / "plots").glob("*.png"))
+    for agent in ("opt_char", "gpt2_bpe"):
+        assert {f"curves_main_{agent}.png", f"curves_ablations_{agent}.png", f"reward_{agent}.png"} <= set(pngs)
+    assert {"final_accuracy.png", "cost.png", "alpha_response.png"} <= set(pngs)
+    for png in (folder / "plots").glob("*.png"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, png
+        assert f"plots/{png.name}" in built.markdown  # every plot is shown in the report
+    tables = {p.name for p in (folder / "tables").iterdir()}
+    assert {"accuracy.csv", "cost.csv", "comparisons.csv", "alpha_trials.csv"} <= tables
+
+
+def test_table_numbers_match_mlflow(report):
+    built, uri, _ = report
+    finals = final_from_mlflow(uri)
+    assert len(finals) == 2 * len(METHODS) * len(SEEDS)
+    table = built.accuracy.set_index(["agent", "method"])
+    for agent in ("opt_char", "gpt2_bpe"):
+        for method in METHODS.values():
+            values = [finals[(agent, method, seed)] for seed in SEEDS]
+            cell = table.loc[(agent, method), "mean"]
+            assert cell.mean == pytest.approx(sum(values) / len(values), abs=1e-12)
+            assert cell.n == len(SEEDS)
+            row = next(line for line in built.markdown.splitlines() if line.startswith(f"| {agent} | {method} | 2 |"))
+            assert f"{cell.mean:.3f} ± {cell.half_width:.3f}" in row
+
+
+def test_paired_delta_equals_difference_of_logged_accuracies(report):
+    built, uri, _ = report
+    finals = final_from_mlflow(uri)
+    mean_rows = [c for c in built.comparisons if c.column == "mean"]
+    assert {(c.a, c.b) for c in mean_rows} >= {("HACPO", "GSPO"), ("HACPO", "GSPO×2"), ("HACPO −ω", "HACPO")}
+    for c in mean_rows:
+        per_seed = [finals[(c.agent, c.a, s)] - finals[(c.agent, c.b, s)] for s in SEEDS]
+        assert c.paired.delta == pytest.approx(sum(per_seed) / len(per_seed), abs=1e-9)
+        assert c.seeds.mean == pytest.approx(c.paired.delta, abs=1e-9)
+        assert c.paired.pairs == 24 * len(SEEDS) and c.paired.problems == 24
+        assert c.paired.low <= c.paired.delta <= c.paired.high
+
+
+def test_statements_match_the_numbers(report):
+    built, _, _ = report
+    for c in (c for c in built.comparisons if c.column == "mean"):
+        expected = verdict(c.paired.delta, c.paired.p_bootstrap, 0.05)
+        assert c.verdict == expected
+        text = f"- {c.a} {expected} {c.b} for {c.agent}: Δ = {c.paired.delta:+.3f} in held-out accuracy"
+        assert text in built.markdown
+    head = built.markdown.split("**Headline.**", 1)[1]
+    mine = [c for c in built.comparisons if (c.a, c.b, c.column) == ("HACPO", "GSPO×2", "mean")]
+    good = sum(c.verdict != "fell short of" for c in mine)
+    assert f"GSPO×2 for {good} of {len(mine)} agents" in head
+    for c in mine:
+        assert f"for {c.agent}, with 0.50× the rollouts of GSPO×2, HACPO {c.verdict} it" in head
+        assert f"Δ = {c.paired.delta:+.3f}" in head
+
+
+def test_rollout_cost_table(report):
+    built, _, _ = report
+    cost = built.cost.set_index(["agent", "method"])
+    for agent in ("opt_char", "gpt2_bpe"):
+        assert cost.loc[(agent, "GSPO×2"), "rollouts_total"] == 2 * 4 * 8  # 2 steps × 4 prompts × G 8
+        assert cost.loc[(agent, "HACPO"), "rollouts_total"] == 2 * 4 * 4
+        assert cost.loc[(agent, "HACPO"), "seconds"] > 0
+
+
+def test_alpha_section_reads_the_studies(report):
+    built, _, _ = report
+    trials = (built.folder / "tables" / "alpha_trials.csv").read_text()
+    assert trials.count("alpha_test/opt_char<-gpt2_bpe") == 4
+    for edge, best in (("opt_char<-gpt2_bpe", 2.0), ("gpt2_bpe<-opt_char", 1.0)):
+        learner, source = edge.split("<-")
+        row = rf"\| alpha_test/{edge} \| {learner} \| {source} \| ([0-9.]+) \| ([0-9.]+) \| 4 \|"
+        found = re.search(row, built.markdown)
+        assert found and float(found.group(1)) == best and float(found.group(2)) == pytest.approx(0.5)
+
+
+def test_report_is_logged_to_mlflow(report):
+    from mlflow.tracking import MlflowClient
+
+    built, uri, _ = report
+    client = MlflowClient(uri)
+    run = client.get_run(built.run_id)
+    assert run.data.tags["role"] == "report" and run.info.status == "FINISHED"
+    logged = {a.path for a in client.list_artifacts(built.run_id, "report")}
+    assert {"report/report.md", "report/report.html", "report/plots", "report/tables"} <= logged
+    plots = {a.path for a in client.list_artifacts(built.run_id, "report/plots")}
+    assert "report/plots/final_accuracy.png" in plots
+
+
+def test_cli_bad_key_is_one_line_exit_2(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-m", "hacrl_exp.report", "nmae=x", f"output_root={tmp_path}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "nmae is not a report config key" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_selection_without_runs_names_the_filter(report, tmp_path):
+    from hacrl_exp.report.build import make_report
+
+    _, uri, _ = report
+    config = validate_report({"uri": uri, "tags": {"grid": "no_such_grid"}, "output_root": str(tmp_path)})
+    with pytest.raises(ConfigError, match="no training runs .* match tags {'grid': 'no_such_grid'}"):
+        make_report(config)
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_benchmark_column_from_evaluation_runs(report):
+    from mlflow.tracking import MlflowClient
+
+    built, uri, _ = report
+    client = MlflowClient(uri)
+    logged = {}  # (agent, seed of its training job, method) -> arithmetic/accuracy of the evaluation run
+    for run in client.search_runs([client.get_experiment_by_name("report_test").experiment_id], "tags.role = 'eval'"):
+        training = client.get_run(run.data.tags["training_run_id"])
+        method = {"hacpo": "HACPO", "gspo_x2": "GSPO×2"}[training.data.params["algorithm.name"]]
+        key = (run.data.tags["agent"], method, int(training.data.tags["seed"]))
+        logged[key] = run.data.metrics["arithmetic/accuracy"]
+    assert len(logged) == 2 * 2 * len(SEEDS)
+    table = built.accuracy.set_index(["agent", "method"])
+    for (agent, method), cell in table["arithmetic"].items():
+        values = [v for (a, m, _), v in logged.items() if (a, m) == (agent, method)]
+        if values:  # HACPO and GSPO×2 were evaluated at both seeds
+            assert cell.n == 2 and cell.mean == pytest.approx(sum(values) / 2)
+        else:
+            assert cell.n == 0 and f"| {agent} | {method} |" in built.markdown  # an empty cell, not a zero
+    found = [c for c in built.comparisons if (c.a, c.b, c.column) == ("HACPO", "GSPO×2", "arithmetic")]
+    assert len(found) == 2
+    for c in found:
+        per_seed = [logged[(c.agent, "HACPO", s)] - logged[(c.agent, "GSPO×2", s)] for s in SEEDS]
+        assert c.paired.delta == pytest.approx(sum(per_seed) / 2) and c.paired.pairs == 24 * len(SEEDS)
+    assert "| Δ arithmetic |" in built.markdown
+
+
+def test_comparisons_csv_round_trips(report):
+    built, _, _ = report
+    rows = (built.folder / "tables" / "comparisons.csv").read_text().splitlines()
+    assert rows[0].startswith("agent,a,b,column,delta") and len(rows) == 1 + len(built.comparisons)

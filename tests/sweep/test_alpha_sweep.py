@@ -1,0 +1,103 @@
+"""α sweeps as users run them: the CLI, real tiny training, a real Optuna sqlite storage and MLflow store.
+
+The 4-trial study is killed (SIGKILL) in the middle of its third trial, resumed by re-running the same command,
+and its best α per edge is composed into a later run's config.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+optuna = pytest.importorskip("optuna")
+
+import mlflow  # noqa: E402
+import yaml  # noqa: E402
+
+from hacrl_exp.config.preflight import preflight  # noqa: E402
+from hacrl_exp.run import config_dirs_of, overrides_of  # noqa: E402
+from tests.e2e.tiny import tiny_overrides  # noqa: E402
+
+EDGES = {"opt_char<-gpt2_bpe": ("opt_char", "gpt2_bpe"), "gpt2_bpe<-opt_char": ("gpt2_bpe", "opt_char")}
+
+
+def sweep_command(folder, study: str, *extra: str) -> list[str]:
+    tiny = tiny_overrides("pair", steps=2)  # evaluations at steps 0, 1 (reported to the studies) and 2 (the value)
+    return [
+        *(sys.executable, "-m", "hacrl_exp.run", "-m", "+sweep=alpha_pair", *tiny, "trainer.eval_every=1"),
+        *(f"hydra.sweep.dir={folder}", f"hydra.sweeper.study_name={study}", *extra),
+    ]
+
+
+def edge_trials(folder, study: str) -> dict[str, list]:
+    storage = f"sqlite:///{folder / 'optuna.db'}"
+    return {e: optuna.load_study(study_name=f"{study}/{e}", storage=storage).get_trials() for e in EDGES}
+
+
+def states(trials) -> list[str]:
+    return [t.state.name for t in trials]
+
+
+def test_study_is_killed_resumes_and_its_best_alpha_is_included(tmp_path):
+    command = sweep_command(tmp_path, "pair4", "hydra.sweeper.n_trials=4")
+    started = time.monotonic()
+    with open(tmp_path / "first.log", "w") as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        while not (tmp_path / "trial_2" / "config.json").exists():  # the third trial has started training
+            assert process.poll() is None and time.monotonic() - started < 300, (tmp_path / "first.log").read_text()
+            time.sleep(0.05)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+    killed = edge_trials(tmp_path, "pair4")
+    assert all(states(t) == ["COMPLETE", "COMPLETE", "RUNNING"] for t in killed.values()), killed
+
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=600)  # the same command resumes
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    trials = edge_trials(tmp_path, "pair4")
+    for edge, (learner, _) in EDGES.items():
+        assert states(trials[edge]) == ["COMPLETE", "COMPLETE", "FAIL", "COMPLETE", "COMPLETE"]
+        assert trials[edge][2].user_attrs["interrupted"] is True
+        assert trials[edge][3].params == trials[edge][2].params  # the killed trial's α is retried
+        for trial in (t for t in trials[edge] if t.state.name == "COMPLETE"):
+            assert set(trial.intermediate_values) == {1}  # reported during training, then the final value
+            summary = json.loads((tmp_path / f"trial_{trial.number}" / "summary.json").read_text())
+            assert trial.value == summary["evals"]["2"][learner]["accuracy/mean"]
+    for number in (0, 1, 3, 4):  # α[k←j] and α[j←k] are tuned separately
+        assert trials["opt_char<-gpt2_bpe"][number].params != trials["gpt2_bpe<-opt_char"][number].params
+    assert "marked FAIL" in resumed.stdout + resumed.stderr and "best α per edge" in resumed.stdout
+
+    client = mlflow.MlflowClient()
+    for number in (0, 1, 3, 4):
+        run = client.get_run(trials["opt_char<-gpt2_bpe"][number].user_attrs["mlflow_run_id"])
+        assert run.data.tags["study"] == "pair4" and run.data.tags["trial"] == str(number)
+        for edge, (learner, source) in EDGES.items():
+            alpha = trials[edge][number].params["alpha"]
+            assert float(run.data.tags[f"alpha/{learner}_from_{source}"]) == pytest.approx(alpha, rel=1e-5)
+            assert run.data.params[f"agents.members.{learner}.alpha_from.{source}"] == str(alpha)
+
+    best = yaml.safe_load((tmp_path / "best_alpha" / "pair4.yaml").read_text())["agents"]["members"]
+    later = ["--config-dir", str(tmp_path), "agents=pair", "+best_alpha=pair4"]  # as `python -m hacrl_exp.run` does
+    members = preflight(overrides_of(later) + config_dirs_of(later)).agents.members
+    for edge, (learner, source) in EDGES.items():
+        study = optuna.load_study(study_name=f"pair4/{edge}", storage=f"sqlite:///{tmp_path / 'optuna.db'}")
+        assert best[learner]["alpha_from"][source] == study.best_trial.params["alpha"]
+        assert members[learner].alpha_from[source] == study.best_trial.params["alpha"]
+        assert f"{edge:<28} {study.best_trial.params['alpha']:>8.4g}" in resumed.stdout
+
+
+def test_a_trial_every_edge_study_prunes_stops_early_and_is_pruned(tmp_path):
+    prune_all = ("hydra.sweeper.pruner.name=threshold", "hydra.sweeper.pruner.lower=1.01")  # any accuracy < 1.01
+    command = sweep_command(tmp_path, "pruned", "hydra.sweeper.n_trials=1", *prune_all, "tracking=none")
+    result = subprocess.run(command, capture_output=True, text=True, timeout=600)  # no MLflow: the test above has it
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = json.loads((tmp_path / "trial_0" / "summary.json").read_text())
+    assert summary["stopped_early"] == 1 and summary["last_step"] == 1
+    for edge, trials in edge_trials(tmp_path, "pruned").items():
+        assert states(trials) == ["PRUNED"]
+        learner = EDGES[edge][0]
+        assert trials[0].value == trials[0].intermediate_values[1] == summary["evals"]["1"][learner]["accuracy/mean"]
+    assert not (tmp_path / "best_alpha").exists()  # no COMPLETE trial, no best α yet
