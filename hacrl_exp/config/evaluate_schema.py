@@ -7,17 +7,16 @@ only), so a typo never waits for torch to import.
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+from omegaconf import DictConfig
 
 from hacrl_exp.config.schema import SEED_MAX, rng
-from hacrl_exp.config.validate import _check_ranges
+from hacrl_exp.config.validate import describe_for, typed_config
 from hacrl_exp.errors import ConfigError
+
+EVALUATE_KEY = "an evaluate config key"  # as in "x is not an evaluate config key"
 
 
 @dataclass
@@ -93,34 +92,14 @@ CHOICES = {
 def compose_evaluate(overrides: list[str]) -> DictConfig:
     """conf/evaluate.yaml composed with command-line overrides; Hydra's errors become one-line ConfigErrors naming
     the evaluate key (unknown keys get a did-you-mean from EvaluateConfig)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.errors import HydraException
+    from hacrl_exp.config.preflight import compose_config, first_choices
 
-    from hacrl_exp.config.preflight import CONFIG_DIR, first_choices
-
-    GlobalHydra.instance().clear()
-    try:
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            return compose(config_name="evaluate", overrides=first_choices(overrides))
-    except HydraException as exc:
-        cause = exc.__cause__
-        if isinstance(cause, OmegaConfBaseException):
-            raise ConfigError(_describe(cause)) from None
-        raise ConfigError(" ".join(str(exc).split())[:300]) from None
-    finally:
-        GlobalHydra.instance().clear()
+    return compose_config(first_choices(overrides), "evaluate", explain=describe_for(EvaluateConfig, EVALUATE_KEY))
 
 
 def validate_evaluate(cfg: DictConfig | dict, check_inputs: bool = True) -> EvaluateConfig:
     """Typed, range-checked EvaluateConfig; with check_inputs, also benchmark names, data_dir and checkpoints."""
-    raw = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    raw.pop("hydra", None)
-    try:
-        config: EvaluateConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(EvaluateConfig), raw))
-    except OmegaConfBaseException as exc:
-        raise ConfigError(_describe(exc)) from None
-    _check_ranges(config, "")
+    config: EvaluateConfig = typed_config(cfg, EvaluateConfig, EVALUATE_KEY)
     for key, allowed in CHOICES.items():
         value = config.tracking.backend if key == "tracking.backend" else getattr(config, key)
         if value not in allowed:
@@ -155,22 +134,3 @@ def _check_inputs(config: EvaluateConfig) -> None:
     if config.data_dir is not None:
         data_folder(config.data_dir)
     resolve_checkpoints(config.checkpoints, config.agents)
-
-
-def _describe(exc: OmegaConfBaseException) -> str:
-    """One line naming the key; unknown keys get a did-you-mean from the schema."""
-    key = getattr(exc, "full_key", "") or ""
-    if isinstance(exc, (ConfigKeyError, ConfigAttributeError)) and key:
-        parent, _, leaf = key.rpartition(".")
-        node = EvaluateConfig
-        for part in filter(None, parent.split(".")):
-            hint = {f.name: f for f in dataclasses.fields(node)}.get(part)
-            node = hint.default_factory if hint and dataclasses.is_dataclass(hint.default_factory) else None
-            if node is None:
-                break
-        options = [f.name for f in dataclasses.fields(node)] if node else []
-        close = difflib.get_close_matches(leaf, options, n=1)
-        hint = f" Did you mean {parent + '.' if parent else ''}{close[0]}?" if close else ""
-        return f"{key} is not an evaluate config key.{hint} Known keys here: {sorted(options)}"
-    message = str(exc).splitlines()[0]
-    return f"{key}: {message}" if key else message

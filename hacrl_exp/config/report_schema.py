@@ -5,17 +5,16 @@ Composition errors and bad values become one ConfigError line naming the key, as
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+from omegaconf import DictConfig
 
 from hacrl_exp.config.schema import rng
-from hacrl_exp.config.validate import _check_ranges, describe
+from hacrl_exp.config.validate import describe_for, typed_config
 from hacrl_exp.errors import ConfigError
+
+REPORT_KEY = "a report config key"  # as in "x is not a report config key"
 
 
 @dataclass
@@ -67,36 +66,12 @@ def compose_report(overrides: list[str]) -> DictConfig:
     """conf/report.yaml composed with command-line overrides; Hydra's errors become one-line ConfigErrors."""
     from hacrl_exp.config.preflight import compose_config, first_choices
 
-    return compose_config(first_choices(overrides), "report", explain=_describe)
-
-
-def _describe(exc: OmegaConfBaseException) -> str:
-    """One line naming the key; an unknown key gets a did-you-mean from the ReportConfig node it was looked up in."""
-    key = getattr(exc, "full_key", "") or ""
-    if not (isinstance(exc, (ConfigKeyError, ConfigAttributeError)) and key):
-        return describe(exc)
-    parent, _, leaf = key.rpartition(".")
-    node = ReportConfig
-    for part in filter(None, parent.split(".")):
-        found = {f.name: f for f in dataclasses.fields(node)}.get(part)
-        node = found.default_factory if found and dataclasses.is_dataclass(found.default_factory) else None
-        if node is None:
-            return f"{key} is not a report config key"
-    options = [f.name for f in dataclasses.fields(node)]
-    close = difflib.get_close_matches(leaf, options, n=1)
-    hint = f" Did you mean {parent + '.' if parent else ''}{close[0]}?" if close else ""
-    return f"{key} is not a report config key.{hint} Known keys here: {options}"
+    return compose_config(first_choices(overrides), "report", explain=describe_for(ReportConfig, REPORT_KEY))
 
 
 def validate_report(cfg: DictConfig | dict) -> ReportConfig:
     """Typed, range-checked ReportConfig."""
-    raw = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    raw.pop("hydra", None)
-    try:
-        config: ReportConfig = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(ReportConfig), raw))
-    except OmegaConfBaseException as exc:
-        raise ConfigError(_describe(exc)) from None
-    _check_ranges(config, "")
+    config: ReportConfig = typed_config(cfg, ReportConfig, REPORT_KEY)
     if config.name is not None and (not config.name.strip() or "/" in config.name or config.name.startswith(".")):
         raise ConfigError(f"name={config.name!r} must be a plain folder name (no '/', not starting with '.')")
     return config

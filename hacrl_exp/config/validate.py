@@ -40,45 +40,59 @@ ARITHMETIC_TIERS = ("add2", "add3", "add4", "mul21", "mul31", "mul41")
 
 def validate(cfg: DictConfig | dict) -> Config:
     """Typed, range-checked Config from a composed Hydra config (the `hydra` node is ignored)."""
-    raw = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
-    raw.pop("hydra", None)
-    try:
-        merged = OmegaConf.merge(OmegaConf.structured(Config), raw)
-        config: Config = OmegaConf.to_object(merged)
-    except OmegaConfBaseException as exc:
-        raise ConfigError(describe(exc)) from None
-    _check_ranges(config, "")
+    config: Config = typed_config(cfg, Config)
     _check_choices(config)
     _check_semantics(config)
     _check_gpu(config)
     return config
 
 
-def describe(exc: OmegaConfBaseException) -> str:
-    """One line naming the key: unknown keys get a did-you-mean from the schema."""
+def typed_config(cfg: DictConfig | dict, schema: type, what: str = "a config key") -> Any:
+    """The `schema` dataclass filled from a composed config (its `hydra` node ignored), every range checked.
+
+    Errors are one-line ConfigErrors from `describe(exc, schema, what)`.
+    """
+    raw = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    raw.pop("hydra", None)
+    try:
+        config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), raw))
+    except OmegaConfBaseException as exc:
+        raise ConfigError(describe(exc, schema, what)) from None
+    _check_ranges(config, "")
+    return config
+
+
+def describe(exc: OmegaConfBaseException, schema: type = Config, what: str = "a config key") -> str:
+    """One line naming the key: unknown keys get a did-you-mean from `schema` (the training Config by default)."""
     key = getattr(exc, "full_key", "") or ""
     if isinstance(exc, (ConfigKeyError, ConfigAttributeError)) and key:
         parent, _, leaf = key.rpartition(".")
-        if typing.get_origin(_node_at(parent)) is dict:  # a free-form table (extra, alpha_from, tags): new entries
+        if typing.get_origin(_node_at(parent, schema)) is dict:  # a free-form table (extra, alpha_from, tags)
             return f"{key} is not set yet; add a new entry with +{key}=<value>"
-        options = _fields_at(parent)
+        options = _fields_at(parent, schema)
         close = difflib.get_close_matches(leaf, options, n=1)
         hint = f" Did you mean {parent + '.' if parent else ''}{close[0]}?" if close else ""
         known = f" Known keys here: {sorted(options)}" if options else ""  # e.g. hydra.* nodes: not in the schema
-        return f"{key} is not a config key.{hint}{known}"
+        return f"{key} is not {what}.{hint}{known}"
     message = str(exc).splitlines()[0]
-    spec = _field_at(key).metadata.get("range") if _field_at(key) else None
+    field = _field_at(key, schema)
+    spec = field.metadata.get("range") if field else None
     if spec:  # e.g. a word where a number goes: say which numbers would do
         message += f"; allowed {range_text(spec)}"
     return f"{key}: {message}" if key else message
 
 
-def _node_at(path: str) -> Any:
+def describe_for(schema: type, what: str):
+    """`describe` bound to another schema (evaluate, report), for compose_config(explain=...)."""
+    return lambda exc: describe(exc, schema, what)
+
+
+def _node_at(path: str, schema: type = Config) -> Any:
     """The schema type at a dotted path: a dataclass, a Dict[...] table (when the path ends at it), or None.
 
     A Dict[str, Dataclass] (agents.members) consumes the key after it.
     """
-    node: Any = Config
+    node: Any = schema
     parts = [p for p in path.split(".") if p]
     i = 0
     while i < len(parts):
@@ -93,16 +107,16 @@ def _node_at(path: str) -> Any:
     return node
 
 
-def _fields_at(path: str) -> list[str]:
+def _fields_at(path: str, schema: type = Config) -> list[str]:
     """Field names of the schema node at a dotted path."""
-    node = _node_at(path)
+    node = _node_at(path, schema)
     return [f.name for f in dataclasses.fields(node)] if dataclasses.is_dataclass(node) else []
 
 
-def _field_at(key: str) -> dataclasses.Field | None:
+def _field_at(key: str, schema: type = Config) -> dataclasses.Field | None:
     """The schema field a dotted key names, or None."""
     parent, _, leaf = key.rpartition(".")
-    node = _node_at(parent)
+    node = _node_at(parent, schema)
     if not dataclasses.is_dataclass(node):
         return None
     return next((f for f in dataclasses.fields(node) if f.name == leaf), None)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hacrl_exp.agents.devices import memory_metrics
 from hacrl_exp.agents.factory import make_agent
 from hacrl_exp.algo import get_algorithm
 from hacrl_exp.config.schema import Config
@@ -116,6 +117,7 @@ class AgentWorker:
             metrics = update_learner(
                 self.agent, batch, self.names, self.algorithm, cfg.algorithm, cfg.mechanisms, cfg.trainer
             )
+        metrics.update(memory_metrics([self.agent])[self.agent.name])  # per agent: weights+optimizer MiB, GPU peak
         return metrics, {"score_cross": built - started, "update": time.perf_counter() - built}
 
     def evaluate(self, problems: Sequence[Problem], max_new_tokens: int) -> tuple[list[dict], dict[str, float]]:

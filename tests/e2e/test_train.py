@@ -31,6 +31,7 @@ def test_three_steps(tmp_path, agents, algorithm):
     assert len(step_rows) == n_agents
     for row in step_rows:
         assert all(math.isfinite(v) for k, v in row.items() if isinstance(v, float)), row
+        assert row["memory/params_mb"] > 0 and row["memory/optimizer_mb"] > 0  # per-agent memory, every step
         blocks = n_agents if algorithm in ("hacpo", "naive") else 1
         assert row["updates"] == 2 * blocks * (2 if algorithm == "gspo_x2" else 1)
         if algorithm == "hacpo":
