@@ -164,6 +164,22 @@ class MlflowTracker:
             self.client.set_terminated(run_id, status=status)
 
 
+def close_running_runs(uri: str, experiment: str, tags: dict[str, str]) -> int:
+    """Mark KILLED every RUNNING run of `experiment` that carries all `tags` (runs of a killed process, which
+    cannot close themselves); returns how many."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    found = client.get_experiment_by_name(experiment)
+    if found is None:
+        return 0
+    conditions = [f"tags.`{key}` = '{value}'" for key, value in tags.items()] + ["attributes.status = 'RUNNING'"]
+    runs = client.search_runs([found.experiment_id], filter_string=" and ".join(conditions))
+    for run in runs:
+        client.set_terminated(run.info.run_id, status="KILLED")
+    return len(runs)
+
+
 def make_tracker(cfg: TrackingConfig, params: dict, agents: list[str], tags: dict, run_ids=None):
     """An MlflowTracker, or a NullTracker with tracking.backend=none."""
     if cfg.backend == "none":

@@ -90,16 +90,17 @@ class EdgeStudies:
                 study.set_user_attr(key, value)
             self.studies[edge] = study
 
-    def fail_stale(self) -> list[str]:
+    def fail_stale(self) -> list[tuple[str, int]]:
         """Mark FAIL every trial left RUNNING: its sweep process was killed (one sweeper per study at a time).
-        They are tagged interrupted=True, so the next trial reuses their sampler seed, hence their α."""
+        They are tagged interrupted=True, so the next trial reuses their sampler seed, hence their α.
+        Returns (edge study name, trial number) of each."""
         failed = []
         for study in self.studies.values():
             for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
                 stale = trial_id(self.storage, study.study_name, trial.number)
                 self.storage.set_trial_user_attr(stale, "interrupted", True)
                 study.tell(trial.number, state=TrialState.FAIL)
-                failed.append(f"{study.study_name}#{trial.number}")
+                failed.append((study.study_name, trial.number))
         return failed
 
     def finished(self) -> int:

@@ -93,8 +93,10 @@ class HacrlOptunaSweeper(Sweeper):
         with exit_on_bad_input(ConfigError):
             settings = parse_settings(self.raw, Path(self.config.hydra.sweep.dir))
             studies = EdgeStudies(settings, self._edges(arguments))
-            for name in studies.fail_stale():
-                log.info(f"{name} was left RUNNING by an interrupted sweep: marked FAIL")
+            stale = studies.fail_stale()
+            for name, number in stale:
+                log.info(f"{name}#{number} was left RUNNING by an interrupted sweep: marked FAIL")
+            self._close_killed_runs(settings.study_name, sorted({number for _, number in stale}))
             settings.output_dir.mkdir(parents=True, exist_ok=True)
             OmegaConf.save(self.config, settings.output_dir / "multirun.yaml")
             log.info(f"study {settings.study_name}: {len(studies.studies)} edge studies in {settings.storage}")
@@ -130,6 +132,17 @@ class HacrlOptunaSweeper(Sweeper):
             raise
         return returns
 
+    def _close_killed_runs(self, study: str, numbers: list[int]) -> None:
+        """A killed trial's MLflow runs cannot close themselves: mark them KILLED, as the trial is FAIL."""
+        if not numbers or self.tracking.backend == "none":
+            return
+        from hacrl_exp.tracking import close_running_runs, default_uri
+
+        for number in numbers:
+            tags = {"study": study, "trial": str(number)}
+            closed = close_running_runs(self.tracking.uri or default_uri(), self.tracking.experiment, tags)
+            log.info(f"trial {number}: {closed} MLflow run(s) left RUNNING by the interrupted sweep marked KILLED")
+
     def _edges(self, arguments: list[str]) -> list:
         """The edges to tune: every edge of the job's agent graph (checked: a sweep needs one that uses α)."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -147,6 +160,7 @@ class HacrlOptunaSweeper(Sweeper):
                 )
         job = self.hydra_context.config_loader.load_sweep_config(self.config, list(arguments))
         config = validate(OmegaConf.masked_copy(job, [k for k in job if k != "hydra"]))
+        self.tracking = config.tracking  # where the trials' MLflow runs go
         edges = list(graph_from_config(config.agents, config.algorithm.alpha).edges)
         if not ALGORITHMS[config.algorithm.name].hacpo_cross or not config.mechanisms.exponential_is or not edges:
             raise ConfigError(

@@ -71,6 +71,10 @@ def test_study_is_killed_resumes_and_its_best_alpha_is_included(tmp_path):
     assert "marked FAIL" in resumed.stdout + resumed.stderr and "best α per edge" in resumed.stdout
 
     client = mlflow.MlflowClient()
+    killed_runs = client.search_runs(
+        [client.get_experiment_by_name("hacrl").experiment_id], "tags.study = 'pair4' and tags.trial = '2'"
+    )
+    assert killed_runs and {r.info.status for r in killed_runs} == {"KILLED"}  # parent + agents, not left RUNNING
     for number in (0, 1, 3, 4):
         run = client.get_run(trials["opt_char<-gpt2_bpe"][number].user_attrs["mlflow_run_id"])
         assert run.data.tags["study"] == "pair4" and run.data.tags["trial"] == str(number)
