@@ -91,19 +91,6 @@ def listening_addresses() -> set[str]:
     return {c.laddr.ip for c in psutil.net_connections("inet") if c.status == "LISTEN" and c.pid in pids}
 
 
-def create_tracking_stores(job_configs) -> None:
-    """Create the jobs' MLflow stores before the jobs start side by side: two processes creating the same new
-    sqlite store at once break MLflow's schema migration (seen: 'duplicate column name: step')."""
-    from hacrl_exp.tracking import default_uri
-
-    uris = {c.tracking.uri or default_uri() for c in job_configs if c.get("tracking", {}).get("backend") == "mlflow"}
-    if uris:
-        from mlflow.tracking import MlflowClient
-
-        for uri in sorted(uris):
-            MlflowClient(uri).search_experiments(max_results=1)
-
-
 def run_hydra_job(hydra_context, task_function, sweep_config, singleton_state):
     """One Hydra job inside a Ray task (hydra/launcher=hacrl_ray): Hydra's globals restored, then `run_job`.
 

@@ -16,6 +16,7 @@ from omegaconf import DictConfig
 from hacrl_exp.config.preflight import CONFIG_DIR, preflight
 from hacrl_exp.config.validate import validate
 from hacrl_exp.errors import ConfigError, NumericsError, exit_on_bad_input
+from hacrl_exp.tracking import create_stores
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
@@ -78,7 +79,8 @@ def config_dirs_of(argv: list[str]) -> list[str]:
 
 def main() -> None:
     with exit_on_bad_input(ConfigError):
-        preflight(overrides_of(sys.argv[1:]) + config_dirs_of(sys.argv[1:]), "config")
+        config = preflight(overrides_of(sys.argv[1:]) + config_dirs_of(sys.argv[1:]), "config")
+    create_stores([config])  # once, here: parallel jobs (joblib, Ray, sweeps) must not race to create it
     hydra_main()
 
 

@@ -164,6 +164,17 @@ class MlflowTracker:
             self.client.set_terminated(run_id, status=status)
 
 
+def create_stores(configs) -> None:
+    """Create the MLflow stores of these (job) configs before jobs start side by side: two processes creating the
+    same new sqlite store at once break MLflow's schema migration (seen: 'duplicate column name: step')."""
+    uris = {c.tracking.uri or default_uri() for c in configs if c.tracking.backend == "mlflow"}
+    if uris:
+        from mlflow.tracking import MlflowClient
+
+        for uri in sorted(uris):
+            MlflowClient(uri).search_experiments(max_results=1)
+
+
 def close_running_runs(uri: str, experiment: str, tags: dict[str, str]) -> int:
     """Mark KILLED every RUNNING run of `experiment` that carries all `tags` (runs of a killed process, which
     cannot close themselves); returns how many."""

@@ -66,7 +66,8 @@ class HacrlRayLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         """Submit every job as a Ray task, then wait for all; JobReturns in job order."""
-        from hacrl_exp.distributed import connect, create_tracking_stores, import_ray, run_hydra_job
+        from hacrl_exp.distributed import connect, import_ray, run_hydra_job
+        from hacrl_exp.tracking import create_stores
 
         setup_globals()
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
@@ -84,7 +85,7 @@ class HacrlRayLauncher(Launcher):
                 sweep_config.hydra.job.id = idx
                 sweep_config.hydra.job.num = idx
             configs.append(sweep_config)
-        create_tracking_stores(configs)
+        create_stores(configs)
         remote = ray.remote(run_hydra_job).options(**self.resources)
         singleton_state = Singleton.get_state()
         refs = [remote.remote(self.hydra_context, self.task_function, c, singleton_state) for c in configs]
