@@ -1,6 +1,7 @@
 """Test-wide settings: offline hub, quiet progress bars, and caches/stores in temporary folders."""
 
 import os
+import sys
 
 import pytest
 
@@ -13,6 +14,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 def _isolated_stores(tmp_path_factory, monkeypatch):
     """Each test gets its own MLflow store; warm starts share one cache per session (they are pure)."""
     store = tmp_path_factory.mktemp("mlflow")
-    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{store / 'mlflow.db'}")
+    uri = f"sqlite:///{store / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    if "mlflow" in sys.modules:  # an earlier test's run set mlflow's process-wide URI, which outranks the variable
+        sys.modules["mlflow"].set_tracking_uri(uri)
     cache = tmp_path_factory.getbasetemp() / "warm_start_cache"
     monkeypatch.setenv("HACRL_CACHE_DIR", str(cache))

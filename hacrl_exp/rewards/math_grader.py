@@ -175,6 +175,11 @@ class MathGrader:
         with self._lock:
             _stop_all(self._workers)
 
+    @property
+    def worker_pids(self) -> set[int]:
+        """Process ids of the live worker processes (a timed-out worker is replaced by a new one)."""
+        return {w.proc.pid for w in self._workers if w.proc.pid is not None and w.proc.is_alive()}
+
     def start(self) -> None:
         """Start the workers now and wait until they are ready (otherwise the first `grade` does it)."""
         with self._lock:
