@@ -67,6 +67,20 @@ def test_ray_actors_match_in_process_agents(tmp_path):
         assert (step / "agents" / name / "model.safetensors").is_file() and (step / "rng" / f"{name}.pt").is_file()
 
 
+def test_a_ray_run_stopped_and_resumed_matches_an_uninterrupted_local_run(tmp_path):
+    overrides = [*tiny_overrides("pair", steps=2), "tracking.backend=none", "trainer.checkpoint_every=1"]
+    train(preflight(overrides), tmp_path / "local")
+    cut = train(preflight([*overrides, "executor=ray", "trainer.stop_after=1"]), tmp_path / "ray")
+    assert cut["last_step"] == 1
+    resumed = train(preflight([*overrides, "executor=ray", f"trainer.resume={tmp_path / 'ray'}"]), tmp_path / "x")
+    assert resumed["last_step"] == 2 and resumed["output_dir"] == str(tmp_path / "ray")
+    rows = {m: read_metrics(tmp_path / m / "metrics.jsonl") for m in ("local", "ray")}
+    assert [(r["step"], r["agent"]) for r in rows["local"]] == [(r["step"], r["agent"]) for r in rows["ray"]]
+    for a, b in zip(rows["local"], rows["ray"]):
+        for key in (k for k in a if not k.startswith("time/")):
+            assert same(a[key], b[key]), (a["step"], a["agent"], key, a[key], b[key])
+
+
 def test_hydra_multirun_runs_its_jobs_as_ray_tasks(tmp_path):
     """Two jobs side by side, both logging to one new MLflow store (the launcher creates it first)."""
     import mlflow
