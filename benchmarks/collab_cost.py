@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import print_table, write_json
+from benchmarks.common import finish, print_table
 from benchmarks.harness import PHASES, RESULTS, machine, measure, summarize
 
 N_OF = {"solo": 1, "pair": 2, "three_way": 3, "ring": 3, "star": 3, "four_way": 4}
@@ -175,9 +175,9 @@ def main() -> None:
                 {f"hacpo_over_gspo_x{n}": xn_wall, "ring_over_gspo": ring_wall, "ring_over_gspo_x2": ring_x2}
             )
     print_table(["N", "G", "ratio", "wall", "CPU", "target", "met"], target_rows, "Targets (issue 8)")
-    wall_s = time.perf_counter() - started
-    print(f"\ncollab_cost: {wall_s:.0f} s wall")
-    write_json(
+    finish(
+        "collab_cost",
+        started,
         args.out,
         {
             "args": vars(args),
@@ -185,7 +185,6 @@ def main() -> None:
             "machine": info,
             "summary": summary,
             "targets": targets,
-            "wall_s": wall_s,
         },
     )
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import statistics
+import time
 from pathlib import Path
 
 
@@ -26,3 +27,10 @@ def write_json(path: str | Path, payload: dict) -> None:
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     Path(path).write_text(json.dumps(payload, indent=1))
     print(f"\nwrote {path}")
+
+
+def finish(name: str, started: float, path: str | Path, payload: dict) -> None:
+    """End of a benchmark script: print its wall seconds since `started` (perf_counter) and write the JSON."""
+    wall = time.perf_counter() - started
+    print(f"\n{name}: {wall:.0f} s wall")
+    write_json(path, {**payload, "wall_s": wall})

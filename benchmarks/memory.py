@@ -24,7 +24,7 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-from benchmarks.common import print_table, write_json
+from benchmarks.common import finish, print_table
 from benchmarks.harness import RESULTS, machine, peak_rss_mb, rss_mb
 
 GROWTH_TOLERANCE_MB = 10.0
@@ -252,9 +252,9 @@ def main() -> None:
         [["RSS MiB", *[by_step[s] for s in sorted(set(marks))]]],
         "RSS at the start of selected steps",
     )
-    wall = time.perf_counter() - started
-    print(f"\nmemory: {wall:.0f} s wall")
-    write_json(
+    finish(
+        "memory",
+        started,
         args.out,
         {
             "args": vars(args),
@@ -264,7 +264,6 @@ def main() -> None:
             "growth": growth,
             "growth_summary": summary,
             "growth_ok": ok,
-            "wall_s": wall,
         },
     )
 

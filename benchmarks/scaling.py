@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.common import print_table, write_json
+from benchmarks.common import finish, print_table
 from benchmarks.harness import RESULTS, machine, measure, summarize
 
 CENTRE = {"agents": "pair", "algorithm": "hacpo", "G": 8, "L": 48}
@@ -49,6 +49,20 @@ def fit(x: list[float], y: list[float]) -> dict:
     residual = ys - (a + b * xs)
     r2 = 1 - float((residual**2).sum()) / max(float(((ys - ys.mean()) ** 2).sum()), 1e-300)
     return {"intercept": float(a), "slope": float(b), "r2": r2}
+
+
+# (table label, fits key, slope scale, decimals, slope unit) of the least-squares table
+FIT_ROWS = [
+    ("step s vs rows trained (N sweep)", "N_vs_rows", 1e3, 3, "ms/row"),
+    ("update s vs rows trained (N sweep)", "N_update_vs_rows", 1e3, 3, "ms/row"),
+    ("generate s vs tokens (N sweep)", "N_generate_vs_tokens", 1e6, 1, "µs/token"),
+    ("step s vs G", "G", 1, 4, "s per unit of G"),
+    ("update s vs G", "G_update", 1, 4, "s per unit of G"),
+    ("generate s vs G", "G_generate", 1, 4, "s per unit of G"),
+    ("step s vs mean response tokens", "length", 1e3, 2, "ms/token"),
+    ("generate s vs mean response tokens", "length_generate", 1e3, 2, "ms/token"),
+    ("update s vs mean response tokens", "length_update", 1e3, 2, "ms/token"),
+]
 
 
 def main() -> None:
@@ -139,64 +153,14 @@ def main() -> None:
         "Step time vs response length (pair, HACPO, G 8)",
     )
 
-    print_table(
-        ["fit", "intercept s", "slope", "R²"],
-        [
-            [
-                "step s vs rows trained (N sweep)",
-                fits["N_vs_rows"]["intercept"],
-                f"{fits['N_vs_rows']['slope'] * 1e3:.3f} ms/row",
-                fits["N_vs_rows"]["r2"],
-            ],
-            [
-                "update s vs rows trained (N sweep)",
-                fits["N_update_vs_rows"]["intercept"],
-                f"{fits['N_update_vs_rows']['slope'] * 1e3:.3f} ms/row",
-                fits["N_update_vs_rows"]["r2"],
-            ],
-            [
-                "generate s vs tokens (N sweep)",
-                fits["N_generate_vs_tokens"]["intercept"],
-                f"{fits['N_generate_vs_tokens']['slope'] * 1e6:.1f} µs/token",
-                fits["N_generate_vs_tokens"]["r2"],
-            ],
-            ["step s vs G", fits["G"]["intercept"], f"{fits['G']['slope']:.4f} s per unit of G", fits["G"]["r2"]],
-            [
-                "update s vs G",
-                fits["G_update"]["intercept"],
-                f"{fits['G_update']['slope']:.4f} s per unit of G",
-                fits["G_update"]["r2"],
-            ],
-            [
-                "generate s vs G",
-                fits["G_generate"]["intercept"],
-                f"{fits['G_generate']['slope']:.4f} s per unit of G",
-                fits["G_generate"]["r2"],
-            ],
-            [
-                "step s vs mean response tokens",
-                fits["length"]["intercept"],
-                f"{fits['length']['slope'] * 1e3:.2f} ms/token",
-                fits["length"]["r2"],
-            ],
-            [
-                "generate s vs mean response tokens",
-                fits["length_generate"]["intercept"],
-                f"{fits['length_generate']['slope'] * 1e3:.2f} ms/token",
-                fits["length_generate"]["r2"],
-            ],
-            [
-                "update s vs mean response tokens",
-                fits["length_update"]["intercept"],
-                f"{fits['length_update']['slope'] * 1e3:.2f} ms/token",
-                fits["length_update"]["r2"],
-            ],
-        ],
-        "Least-squares lines",
-    )
-    wall = time.perf_counter() - started
-    print(f"\nscaling: {wall:.0f} s wall")
-    write_json(
+    fit_rows = [
+        [label, fits[key]["intercept"], f"{fits[key]['slope'] * scale:.{digits}f} {unit}", fits[key]["r2"]]
+        for label, key, scale, digits, unit in FIT_ROWS
+    ]
+    print_table(["fit", "intercept s", "slope", "R²"], fit_rows, "Least-squares lines")
+    finish(
+        "scaling",
+        started,
         args.out,
         {
             "args": vars(args),
@@ -205,7 +169,6 @@ def main() -> None:
             "summary": summary,
             "tables": tables,
             "fits": fits,
-            "wall_s": wall,
         },
     )
 

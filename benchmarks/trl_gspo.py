@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 
-from benchmarks.common import print_table, write_json
+from benchmarks.common import finish, print_table
 from benchmarks.harness import RESULTS, bench_config, machine, median, run_training
 from benchmarks.trl_loss import equality_report
 
@@ -354,9 +354,9 @@ def main() -> None:
     )
     worst = max(r["loss_abs_diff"] for r in equality if r["adv_eps"] == 1e-4)
     print(f"\nworst |Δ loss| with TRL's ε: {worst:.1e} ({'met' if worst <= 1e-6 else 'MISSED'}: ≤ 1e-6)")
-    wall = time.perf_counter() - started
-    print(f"trl_gspo: {wall:.0f} s wall")
-    write_json(
+    finish(
+        "trl_gspo",
+        started,
         args.out,
         {
             "args": vars(args),
@@ -369,7 +369,6 @@ def main() -> None:
             "steps": kept,
             "profiles": profiles,
             "equality": equality,
-            "wall_s": wall,
         },
     )
 

@@ -32,11 +32,6 @@ def accuracy_metrics(records: Sequence[dict]) -> dict[str, float]:
     return metrics
 
 
-def greedy_accuracy(agent: Agent, task: Task, problems: Sequence[Problem], max_new_tokens: int) -> dict[str, float]:
-    """accuracy/<category> = mean reward of greedy answers, plus accuracy/mean over the categories."""
-    return accuracy_metrics(greedy_answers(agent, task, problems, max_new_tokens))
-
-
 class BenchmarkEvaluation:
     """trainer.eval_benchmarks scored with `hacrl_exp.evaluation.evaluate_agent`; problems load once.
 
