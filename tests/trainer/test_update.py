@@ -72,7 +72,7 @@ def test_skipping_zero_advantage_rows_gives_the_same_update(algorithm, kl_coef):
         metrics = agent_update(agent, batch, algorithm, algo_cfg, trainer, skip)
         results[skip] = (metrics, [p.detach().clone() for p in agent.model.parameters()])
     (skipped, params_skip), (full, params_full) = results[True], results[False]
-    initial = list(make_agent(False).model.parameters())
+    initial = [p.detach() for p in make_agent(False).model.parameters()]
     moved = max(float((a - b).abs().max()) for a, b in zip(params_full, initial))
     assert moved > 1e-3  # the update did something
     for a, b in zip(params_skip, params_full):
