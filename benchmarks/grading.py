@@ -4,9 +4,10 @@
 
 Workloads, each graded by a fresh grader whose workers were started and warmed on 300 other MATH test answers (so
 neither the parent's verdict cache nor the workers' parsed-gold cache holds a MATH-500 pair):
-  gold/harness      each gold solution's last box vs its answer through the harness Scorer (string and plain-number
-                    shortcuts on, math-verify for the rest): what evaluation does on right answers
-  gold/math-verify  the same pairs, every one through math-verify (fast path off)
+  gold/grader       each gold solution's last box vs its answer through `Grader.grade_answers` (answer forms, string
+                    and plain-number shortcuts, math-verify for the rest): what training and evaluation do on right
+                    answers
+  gold/math-verify  the same pairs, every one through the math-verify worker pool (no shortcut)
   shuffled          each box against another problem's answer, every one through math-verify (all wrong: the
                     expensive case, as for a weak model)
 Memory: peak summed RSS of the worker processes, sampled every 20 ms (psutil, else /proc).
@@ -23,10 +24,9 @@ import time
 
 from benchmarks.common import print_table, write_json
 from hacrl_exp.evaluation.data import load_problems
-from hacrl_exp.evaluation.extract import boxed
-from hacrl_exp.evaluation.grading import Scorer
 from hacrl_exp.evaluation.spec import load_benchmark
-from hacrl_exp.rewards.math_grader import MathGrader
+from hacrl_exp.rewards import Grade, Grader, canonical
+from hacrl_exp.rewards.extract import boxed
 
 
 def rss_bytes(pid: int) -> int:
@@ -45,14 +45,14 @@ def rss_bytes(pid: int) -> int:
 class PeakRSS:
     """Samples the summed RSS of a grader's worker processes in a thread; `peak` in MiB."""
 
-    def __init__(self, grader: MathGrader, every_s: float = 0.02):
+    def __init__(self, grader: Grader, every_s: float = 0.02):
         self.grader, self.every_s, self.peak = grader, every_s, 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            pids = [w.proc.pid for w in list(self.grader._workers) if w.proc.pid]  # noqa: SLF001 - benchmark probe
+            pids = list(self.grader.worker_pids)
             self.peak = max(self.peak, sum(rss_bytes(p) for p in pids) / 2**20)
             time.sleep(self.every_s)
 
@@ -67,16 +67,17 @@ class PeakRSS:
 
 def measure(workers: int, harness: bool, answers: list[str], golds: list[str], warm: tuple[list, list]) -> dict:
     """Answers/s of one fresh, warmed grader on (answers, golds); with its pool's peak RSS."""
-    grader = MathGrader(timeout_s=10.0, n_workers=workers, fast_path=harness)
+    grader = Grader(timeout_s=10.0, workers=workers)
     try:
         grader.start()
         with PeakRSS(grader) as rss:
-            grader.grade(*warm)  # warm: imports, sympy caches, first-call costs; different pairs
+            grader.pool.verify(list(zip(*warm)))  # warm: imports, sympy caches, first-call costs; different pairs
             start = time.perf_counter()
             if harness:
-                grades = Scorer(grader).grade("math_verify", answers, golds)
+                grades = grader.grade_answers(answers, golds)
             else:
-                grades = grader.grade(["\\boxed{" + a + "}" for a in answers], golds)
+                reasons = grader.pool.verify([(canonical(a), g) for a, g in zip(answers, golds)])
+                grades = [Grade(float(r == "correct"), r) for r in reasons]
             seconds = time.perf_counter() - start
         reasons = {r: sum(g.reason == r for g in grades) for r in {g.reason for g in grades}}
         return {"seconds": seconds, "per_s": len(answers) / seconds, "peak_rss_mib": rss.peak, "reasons": reasons}
@@ -93,10 +94,10 @@ def main() -> None:
     math500 = load_problems(load_benchmark("math500"), args.data_dir)
     ids = {p.id for p in math500}
     others = [p for p in load_problems(load_benchmark("math"), args.data_dir) if p.id not in ids][:300]
-    warm = (["\\boxed{" + boxed(p.solution) + "}" for p in others], [p.answer for p in others])
+    warm = ([canonical(boxed(p.solution)) for p in others], [p.answer for p in others])
     boxes, golds = [boxed(p.solution) for p in math500], [p.answer for p in math500]
     shuffled = golds[1:] + golds[:1]
-    workloads = {"gold/harness": (True, golds), "gold/math-verify": (False, golds), "shuffled": (False, shuffled)}
+    workloads = {"gold/grader": (True, golds), "gold/math-verify": (False, golds), "shuffled": (False, shuffled)}
     rows, results = [], {}
     for name, (harness, targets) in workloads.items():
         for workers in (1, 2):
@@ -118,7 +119,7 @@ def main() -> None:
     print_table(
         ["workload", "workers", "answers", "median answers/s", "best answers/s", "peak pool RSS MiB", "verdicts"],
         rows,
-        "MathGrader throughput on MATH-500 gold solutions (warm)",
+        "Grader throughput on MATH-500 gold solutions (warm)",
     )
     write_json(args.out, {"cpu_count": os.cpu_count(), "load_avg": os.getloadavg(), "results": results})
 

@@ -59,13 +59,13 @@ def long_run(steps: int, work: Path) -> dict:
 
 
 def hostile() -> dict:
-    from hacrl_exp.rewards.math_grader import MathGrader
+    from hacrl_exp.rewards import Grader
     from tests.reliability.test_hostile_outputs import GOLD, HOSTILE, grader_children
 
     me = psutil.Process()
     baseline, rss_before = {p.pid for p in me.children()}, me.memory_info().rss / MIB
     rows = []
-    with MathGrader(timeout_s=5.0) as grader:
+    with Grader(timeout_s=5.0) as grader:
         for name, (response, _) in HOSTILE.items():
             grader.start()
             workers = grader_children()

@@ -16,13 +16,12 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from hacrl_exp.config.evaluate_schema import compose_evaluate, validate_evaluate
-from hacrl_exp.config.preflight import CONFIG_DIR
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.run import overrides_of
 from hacrl_exp.tasks.math import DataError
 
 
-@hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="evaluate")
+@hydra.main(version_base="1.3", config_path=None, config_name="evaluate")  # conf/evaluate.yaml, via the ConfigStore
 def hydra_main(cfg: DictConfig) -> None:
     from hacrl_exp.evaluation.pipeline import headline_table, run_evaluation
 

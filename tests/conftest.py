@@ -2,6 +2,7 @@
 
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -20,3 +21,24 @@ def _isolated_stores(tmp_path_factory, monkeypatch):
         sys.modules["mlflow"].set_tracking_uri(uri)
     cache = tmp_path_factory.getbasetemp() / "warm_start_cache"
     monkeypatch.setenv("HACRL_CACHE_DIR", str(cache))
+
+
+DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+"""../shared/data relative to the repository root; tests that need it skip when it is absent."""
+
+
+@pytest.fixture(scope="session")
+def data_dir() -> Path:
+    if not (DATA_DIR / "math500.jsonl").is_file():
+        pytest.skip(f"benchmark data not found at {DATA_DIR} (../shared/data relative to the repo root)")
+    return DATA_DIR
+
+
+@pytest.fixture(scope="session")
+def grader():
+    """One warm grader for the whole session (spawning workers costs ~1-2 s)."""
+    from hacrl_exp.rewards import Grader
+
+    with Grader(timeout_s=5.0, workers=1) as g:
+        g.start()
+        yield g

@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from hacrl_exp.config.preflight import CONFIG_DIR
 from hacrl_exp.config.schema import SEED_MAX, rng
 from hacrl_exp.config.validate import describe_for, typed_config
 from hacrl_exp.errors import ConfigError
@@ -82,6 +83,10 @@ class EvaluateConfig:
 
 
 ConfigStore.instance().store(name="evaluate_schema", node=EvaluateConfig)
+EVALUATE_YAML = CONFIG_DIR / "evaluate.yaml"
+# The evaluate app reads conf/evaluate.yaml from the ConfigStore, with conf/ off its search path: there Hydra would
+# take `agents=[opt_char]` for the training app's `agents` group (conf/agents/) and refuse it, not set this key.
+ConfigStore.instance().store(name="evaluate", node=OmegaConf.load(EVALUATE_YAML))
 CHOICES = {
     "source": ("auto", "local", "hf"),
     "tracking.backend": ("mlflow", "none"),
@@ -94,7 +99,9 @@ def compose_evaluate(overrides: list[str]) -> DictConfig:
     the evaluate key (unknown keys get a did-you-mean from EvaluateConfig)."""
     from hacrl_exp.config.preflight import compose_config, first_choices
 
-    return compose_config(first_choices(overrides), "evaluate", explain=describe_for(EvaluateConfig, EVALUATE_KEY))
+    return compose_config(
+        first_choices(overrides), "evaluate", explain=describe_for(EvaluateConfig, EVALUATE_KEY), config_dir=None
+    )
 
 
 def validate_evaluate(cfg: DictConfig | dict, check_inputs: bool = True) -> EvaluateConfig:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import difflib
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
+from hydra import compose, initialize, initialize_config_dir
 from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -50,12 +50,19 @@ def group_options(group: str) -> list[str]:
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
-def compose_config(overrides: list[str], config_name: str = "config", explain=describe) -> DictConfig:
+def compose_config(
+    overrides: list[str], config_name: str = "config", explain=describe, config_dir: Path | None = CONFIG_DIR
+) -> DictConfig:
     """The composed config for these overrides, with Hydra's errors turned into one-line ConfigErrors
-    (`explain` words an OmegaConf error; the default knows the training schema)."""
+    (`explain` words an OmegaConf error; the default knows the training schema). `config_dir=None` searches only
+    Hydra's ConfigStore, for an app whose keys share names with conf/'s groups (see evaluate_schema)."""
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        if config_dir is None:
+            context = initialize(config_path=None, version_base="1.3")
+        else:
+            context = initialize_config_dir(config_dir=str(config_dir), version_base="1.3")
+        with context:
             return compose(config_name=config_name, overrides=overrides)
     except MissingConfigException as exc:
         raise ConfigError(_missing_option(overrides, exc)) from None

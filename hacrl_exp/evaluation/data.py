@@ -3,37 +3,28 @@
 Where data comes from (`source`): 'local' reads `<data_dir>/<dataset.local>` (data_dir defaults to $HACRL_DATA_DIR);
 'hf' loads `dataset.hf` with the `datasets` package; 'auto' is local when a data folder is given or set, else hf.
 Every problem's `prompt` is the benchmark's template filled with the row's problem text; `meta` keeps all other row
-fields (the gold check formats its text template with them). Errors name the benchmark, the file and the 1-based line.
+fields (the gold check formats its text template with them). Gold answers are normalised here, once
+(`hacrl_exp.rewards.normalize_gold`); the row's answer as written stays in `meta["answer_raw"]`. Errors name the
+benchmark, the file and the 1-based line.
 """
 
 from __future__ import annotations
 
 import math
 import os
-import re
 from collections.abc import Iterator
 from pathlib import Path
 
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.evaluation.extract import SOURCE_EXTRACTORS
 from hacrl_exp.evaluation.spec import BenchmarkSpec
+from hacrl_exp.rewards import normalize_gold
+from hacrl_exp.rewards.extract import SOURCE_EXTRACTORS
 from hacrl_exp.tasks.base import Problem
 from hacrl_exp.tasks.math import DATA_DIR_ENV
 from hacrl_exp.tasks.rows import BadRows, DataError, check_unique, field_text, jsonl_records
 
 SOURCES = ("auto", "local", "hf")
 FIELD_TARGETS = ("id", "problem", "answer", "category", "solution")
-_DOLLAR = re.compile(r"(?<!\\)\$")
-_PERCENT = re.compile(r"(?<!\\)%")
-
-
-def clean_answer(answer: str, cleanups: tuple[str, ...]) -> str:
-    """Gold answer clean-ups: 'dollars' drops unescaped `$` (`8$,$4` -> `8,4`), 'percent' escapes `%` -> `\\%`."""
-    if "dollars" in cleanups:
-        answer = _DOLLAR.sub("", answer).strip().rstrip(".").strip()
-    if "percent" in cleanups:
-        answer = _PERCENT.sub(r"\\%", answer)
-    return answer
 
 
 def data_folder(data_dir: str | os.PathLike | None) -> Path | None:
@@ -99,7 +90,7 @@ def _problem(spec: BenchmarkSpec, row: dict, where: str, fields: dict, seen: dic
     def text(key: str, required: bool) -> str | None:
         return field_text(row, fields.get(key), where, required, target=key)
 
-    problem, answer = text("problem", True), clean_answer(text("answer", True).strip(), spec.answer_cleanup)
+    problem, answer = text("problem", True), normalize_gold(text("answer", True))
     pid = text("id", False) or f"{spec.name}-{lineno - 1}"
     check_unique(pid, where, lineno, seen)
     used = {n for n in fields.values() if n}

@@ -3,10 +3,17 @@
     python -m hacrl_exp.evaluation.gold [--data-dir DIR] [--benchmarks math500 gsm8k ...] [--limit N] [--workers 2]
 
 For each benchmark whose YAML has a `gold` block, the gold text (a template over the row's fields) goes through the
-benchmark's gold extractor and then its grader. agreement = rows whose text the grader accepts / rows with a solution.
-A row agrees when the grader accepts one of the extracted candidates (most extractors give one). By default math-verify
-sees every pair (`--fast-path` adds MathGrader's string shortcut, as in evaluation). Prints a table, then each
-disagreement with its reason; exits 1 when a benchmark is below its threshold, 2 on bad input.
+benchmark's gold extractor and then the one grader (`hacrl_exp.rewards.Grader`, as in training and evaluation).
+agreement = rows whose text the grader accepts / rows with a solution. A row agrees when the grader accepts one of the
+extracted candidates (most extractors give one).
+
+The rewrite check: each gold answer is rewritten into a second equivalent form (`hacrl_exp.rewards.rewrite`:
+e-notation <-> `\times 10^`, an exact fraction <-> its decimal, `\frac` -> `\dfrac`, ...) and must still be accepted
+against itself; this catches answer forms the grader cannot read, which the solution check (gold vs gold) cannot see.
+Reported per benchmark as `rewritten` / `rewrite_ok`, with its own threshold (every rewrite must pass, as both forms
+are equal by construction).
+
+Prints a table, then each disagreement with its reason; exits 1 when a benchmark is below a threshold, 2 on bad input.
 """
 
 from __future__ import annotations
@@ -21,10 +28,11 @@ from pathlib import Path
 
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.evaluation.data import load_problems
-from hacrl_exp.evaluation.extract import GOLD_EXTRACTORS
-from hacrl_exp.evaluation.grading import Scorer
 from hacrl_exp.evaluation.report import markdown_table, shorten
 from hacrl_exp.evaluation.spec import BenchmarkSpec, known_benchmarks, load_benchmark
+from hacrl_exp.rewards import Grader
+from hacrl_exp.rewards.extract import GOLD_EXTRACTORS
+from hacrl_exp.rewards.rewrite import rewrite
 from hacrl_exp.tasks.base import Problem
 from hacrl_exp.tasks.math import DataError
 
@@ -54,6 +62,11 @@ class GoldReport:
     disagreements: list[Disagreement] = field(default_factory=list)
     quirks: int = 0
     """Disagreeing rows on the benchmark's reviewed quirk list: left out of `agreement`, counted here."""
+    rewritten: int = 0
+    """Gold answers that have a second form (`hacrl_exp.rewards.rewrite`)."""
+    rewrite_ok: int = 0
+    """Of those, second forms the grader accepted against the gold answer."""
+    rewrite_failures: list[Disagreement] = field(default_factory=list)
 
     @property
     def agreement(self) -> float:
@@ -67,7 +80,7 @@ class GoldReport:
 
     @property
     def passed(self) -> bool:
-        return self.rows > 0 and self.agreement >= self.threshold
+        return self.rows > 0 and self.agreement >= self.threshold and self.rewrite_ok == self.rewritten
 
 
 def gold_text(spec: BenchmarkSpec, problem: Problem) -> str:
@@ -87,13 +100,13 @@ def gold_candidates(spec: BenchmarkSpec, problem: Problem) -> list[str]:
     return list(dict.fromkeys(c for text in texts for c in extract(text)))
 
 
-def check_gold(spec: BenchmarkSpec, problems: list[Problem], scorer: Scorer) -> GoldReport:
-    """Grade each problem's gold text (see module docstring) with the benchmark's own grader."""
+def check_gold(spec: BenchmarkSpec, problems: list[Problem], grader: Grader) -> GoldReport:
+    """Grade each problem's gold text, and each gold answer's rewrite (see module docstring), with the one grader."""
     started = time.perf_counter()
     usable = [p for p in problems if p.solution]
     candidates = [gold_candidates(spec, p) for p in usable]
     flat = [(i, c) for i, cands in enumerate(candidates) for c in cands if len(cands) == 1 or _plausible(c, usable[i])]
-    grades = scorer.grade(spec.grader, [c for _, c in flat], [usable[i].answer for i, _ in flat])
+    grades = grader.grade_answers([c for _, c in flat], [usable[i].answer for i, _ in flat], compare=spec.grader)
     reasons_of: list[list[str]] = [[] for _ in usable]
     for (i, _), grade in zip(flat, grades):
         reasons_of[i].append(grade.reason)
@@ -110,8 +123,21 @@ def check_gold(spec: BenchmarkSpec, problems: list[Problem], scorer: Scorer) -> 
         reason = next((r for r in ("timeout", "grader_error", "wrong") if r in reasons), "no_answer")
         report.reasons[reason] = report.reasons.get(reason, 0) + 1
         report.disagreements.append(Disagreement(problem.id, reason, problem.answer, cands))
+    check_rewrites(report, problems, grader, spec.grader)
     report.seconds = time.perf_counter() - started
     return report
+
+
+def check_rewrites(report: GoldReport, problems: list[Problem], grader: Grader, compare: str) -> None:
+    """Grade every gold answer's second form (`rewrite`) against the gold answer; failures go to the report."""
+    pairs = [(p, form) for p in problems if (form := rewrite(p.meta.get("answer_raw", p.answer))) is not None]
+    grades = grader.grade_answers([form for _, form in pairs], [p.answer for p, _ in pairs], compare=compare)
+    report.rewritten = len(pairs)
+    for (problem, form), grade in zip(pairs, grades):
+        if grade.reward == 1.0:
+            report.rewrite_ok += 1
+        else:
+            report.rewrite_failures.append(Disagreement(problem.id, grade.reason, problem.answer, [form]))
 
 
 _COMMANDS = re.compile(r"\\(?:text|mathrm|operatorname)\s*\{[^{}]*\}|\\[A-Za-z]+")
@@ -141,11 +167,10 @@ def run(args: argparse.Namespace) -> list[GoldReport]:
             raise ConfigError(f"benchmark {spec.name} has no gold block; choose from {gold_benchmarks()}")
     data = [load_problems(s, args.data_dir, args.limit, args.source) for s in specs]  # bad data fails before grading
     reports = []
-    with Scorer(timeout_s=args.timeout, workers=args.workers) as scorer:
-        scorer.math.fast_path = args.fast_path
-        scorer.math.start()
+    with Grader(args.timeout, args.workers) as grader:
+        grader.start()
         for spec, problems in zip(specs, data):
-            reports.append(check_gold(spec, problems, scorer))
+            reports.append(check_gold(spec, problems, grader))
             print(f"{spec.name}: {reports[-1].agreed}/{reports[-1].rows} in {reports[-1].seconds:.1f} s", flush=True)
     print_reports(reports, args.show)
     if args.json:
@@ -164,6 +189,7 @@ def print_reports(reports: list[GoldReport], show: int) -> None:
             f"{100 * r.agreement:.2f}%",
             f"{r.quirks} ({100 * r.raw_agreement:.2f}%)",
             f"{100 * r.threshold:.0f}%",
+            f"{r.rewrite_ok}/{r.rewritten}",
             "pass" if r.passed else "FAIL",
             " ".join(f"{k}={v}" for k, v in sorted(r.reasons.items())) or "-",
             f"{r.seconds:.1f}",
@@ -177,6 +203,7 @@ def print_reports(reports: list[GoldReport], show: int) -> None:
         "agreement",
         "reviewed quirks (raw agreement)",
         "threshold",
+        "rewrites accepted",
         "result",
         "disagreements",
         "seconds",
@@ -188,6 +215,9 @@ def print_reports(reports: list[GoldReport], show: int) -> None:
             for d in r.disagreements[:show]:
                 seen = "; ".join(shorten(c, 40) for c in d.extracted[:3]) or "(nothing extracted)"
                 print(f"  {d.id}  {d.reason:<9} gold={shorten(d.answer, 50)}  extracted={seen}")
+        for d in r.rewrite_failures[:show]:
+            gold = shorten(d.answer, 50)
+            print(f"  {r.benchmark} rewrite {d.id}  {d.reason:<9} gold={gold}  rewritten={d.extracted[0]}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,7 +228,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--source", default="local", choices=["local", "hf", "auto"])
     parser.add_argument("--workers", type=int, default=2, help="grader worker processes")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds per answer")
-    parser.add_argument("--fast-path", action="store_true", help="accept equal normalised strings without math-verify")
     parser.add_argument("--show", type=int, default=20, help="disagreements listed per benchmark")
     parser.add_argument("--json", default=None, help="also write the reports to this JSON file")
     args = parser.parse_args(argv)

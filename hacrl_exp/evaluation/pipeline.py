@@ -41,7 +41,7 @@ def run_evaluation(config: EvaluateConfig, output_dir: Path) -> pd.DataFrame:
     from hacrl_exp.evaluation.checkpoints import load_checkpoint_agent
     from hacrl_exp.evaluation.runner import EvalSettings, evaluate_agent
     from hacrl_exp.evaluation.tracking import log_eval_run, write_results
-    from hacrl_exp.rewards.math_grader import MathGrader
+    from hacrl_exp.rewards import Grader
 
     if config.threads:
         torch.set_num_threads(config.threads)
@@ -71,7 +71,7 @@ def run_evaluation(config: EvaluateConfig, output_dir: Path) -> pd.DataFrame:
         "git_sha": sha,
     }
     tables = []
-    with MathGrader(timeout_s=config.grader.timeout_s, n_workers=config.grader.workers) as grader:
+    with Grader(config.grader.timeout_s, config.grader.workers) as grader:
         for ckpt in ckpts:
             agent = load_checkpoint_agent(
                 ckpt, device, config.max_batch_size, config.max_prompt_tokens, config.chat_template, config.dtype

@@ -19,13 +19,13 @@ import torch
 
 from hacrl_exp.agents.agent import Agent
 from hacrl_exp.evaluation.data import load_problems
-from hacrl_exp.evaluation.extract import ANSWER_EXTRACTORS
-from hacrl_exp.evaluation.grading import Scorer
 from hacrl_exp.evaluation.metrics import CORRECT, Metric, bootstrap_ci, parse_metric, problem_score
 from hacrl_exp.evaluation.spec import BenchmarkSpec, Generation, load_benchmark
-from hacrl_exp.rewards.math_grader import MathGrader, normalise_answer
+from hacrl_exp.rewards import Grade, Grader
+from hacrl_exp.rewards.forms import compact
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks.base import Problem
+from hacrl_exp.tasks.math import question_text
 
 log = logging.getLogger(__name__)
 _WARNED: set[tuple[str, int]] = set()
@@ -89,11 +89,11 @@ def evaluate_agent(
     benchmarks: Sequence[str | BenchmarkSpec],
     settings: EvalSettings | None = None,
     *,
-    grader: MathGrader | None = None,
+    grader: Grader | None = None,
     problems: Mapping[str, list[Problem]] | None = None,
 ) -> EvalResult:
     """Evaluate `agent` on each benchmark (a name or a loaded spec) and return per-sample, per-problem and summary
-    tables. `grader`: a running MathGrader to reuse (e.g. the training task's); else one is started and stopped here.
+    tables. `grader`: a running Grader to reuse (e.g. the training task's); else one is started and stopped here.
     `problems`: already-loaded problems by benchmark name (else read with `settings.data_dir` / `limit`)."""
     settings = settings or EvalSettings()
     specs = [b if isinstance(b, BenchmarkSpec) else load_benchmark(b) for b in benchmarks]
@@ -102,15 +102,20 @@ def evaluate_agent(
         for s in specs
     }
     samples, tables, summaries, params = [], [], [], {}
-    with Scorer(grader, timeout_s=settings.grader_timeout_s, workers=settings.grader_workers) as scorer:
+    own = grader is None
+    grader = grader or Grader(settings.grader_timeout_s, settings.grader_workers)
+    try:
         for spec in specs:
             gen = settings.generation(spec)
-            frame, effective = _run_benchmark(agent, spec, data[spec.name], gen, settings.seed, scorer)
+            frame, effective = _run_benchmark(agent, spec, data[spec.name], gen, settings.seed, grader)
             table, summary = score_benchmark(frame, spec, gen.samples, settings.seed, settings.bootstrap)
             samples.append(frame)
             tables.append(table)
             summaries.append(summary)
             params.update(_params(spec, effective, agent))
+    finally:
+        if own:
+            grader.close()
     return EvalResult(
         pd.concat(samples, ignore_index=True),
         pd.concat(tables, ignore_index=True),
@@ -135,7 +140,7 @@ def token_budget(agent: Agent, max_new_tokens: int) -> tuple[int, int]:
 
 
 def _run_benchmark(
-    agent: Agent, spec: BenchmarkSpec, problems: list[Problem], gen: Generation, seed: int, scorer: Scorer
+    agent: Agent, spec: BenchmarkSpec, problems: list[Problem], gen: Generation, seed: int, grader: Grader
 ) -> tuple[pd.DataFrame, Generation]:
     """Generate gen.samples responses per problem, extract and grade them: one DataFrame row per response."""
     if gen.samples > 1 and gen.temperature == 0:
@@ -153,10 +158,8 @@ def _run_benchmark(
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed * 1_000_003 + zlib.crc32(spec.name.encode()))  # per benchmark, order-independent
         rollouts = agent.engine.generate(prompts, gen.samples, sampling)
-    extract = ANSWER_EXTRACTORS[spec.answer_extractor]
-    extracted = [extract(text) for text in rollouts.texts]
     owner = [problems[r // gen.samples] for r in range(len(rollouts))]
-    grades = scorer.grade(spec.grader, extracted, [p.answer for p in owner])
+    grades = grade_responses(grader, spec, rollouts.texts, owner)
     frame = pd.DataFrame(
         {
             "benchmark": spec.name,
@@ -164,7 +167,7 @@ def _run_benchmark(
             "category": [p.category for p in owner],
             "sample": [r % gen.samples for r in range(len(rollouts))],
             "response": rollouts.texts,
-            "extracted": extracted,
+            "extracted": [g.extracted for g in grades],
             "answer": [p.answer for p in owner],
             "reward": [g.reward for g in grades],
             "reason": [g.reason for g in grades],
@@ -176,12 +179,22 @@ def _run_benchmark(
     return frame, gen
 
 
+def grade_responses(
+    grader: Grader, spec: BenchmarkSpec, responses: Sequence[str], problems: Sequence[Problem]
+) -> list[Grade]:
+    """A benchmark's verdicts: `grader.grade` with the benchmark's extractor and comparison rule, each response against
+    its problem's gold answer and text (for the forms the question asks for). The training task makes the same call
+    (`MathTask.grade`), so a reward and an evaluation verdict on the same response agree."""
+    golds, questions = [p.answer for p in problems], [question_text(p) for p in problems]
+    return grader.grade(responses, golds, extractor=spec.answer_extractor, compare=spec.grader, questions=questions)
+
+
 def vote_key(extracted: str | None, reward: float) -> str | None:
     """maj@k vote of one response: CORRECT when graded right, else its normalised answer; None (or NaN, as pandas
     stores a missing string) abstains."""
     if reward >= 1.0:
         return CORRECT
-    return normalise_answer(extracted) if isinstance(extracted, str) else None
+    return compact(extracted) if isinstance(extracted, str) else None
 
 
 def score_benchmark(

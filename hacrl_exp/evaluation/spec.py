@@ -17,15 +17,18 @@ from typing import Any
 import yaml
 
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.evaluation.extract import ANSWER_EXTRACTORS, GOLD_EXTRACTORS, SOURCE_EXTRACTORS
 from hacrl_exp.evaluation.metrics import parse_metric
+from hacrl_exp.rewards.extract import ANSWER_EXTRACTORS, GOLD_EXTRACTORS, SOURCE_EXTRACTORS
+from hacrl_exp.rewards.grader import COMPARE_ALIASES, COMPARES
+from hacrl_exp.tasks.math import PROMPT_SUFFIX
 
 SPEC_DIR = Path(os.environ.get("HACRL_EVAL_DIR") or Path(__file__).resolve().parents[2] / "evaluation")
 """Where benchmark YAMLs live: $HACRL_EVAL_DIR, else <repo>/evaluation."""
 
-GRADERS = ("math_verify", "numeric", "exact")
-CLEANUPS = ("dollars", "percent")
 FIELD_KEYS = ("id", "problem", "answer", "category", "solution")
+NAMED_TEMPLATES = {"paper_math": "{problem}" + PROMPT_SUFFIX.replace("{", "{{").replace("}", "}}")}
+"""Prompt templates a YAML may name instead of spelling out; `paper_math` is the training task's prompt, so the paper's
+prompt is written once (hacrl_exp.tasks.math.PROMPT_SUFFIX)."""
 _TOP_KEYS = {
     "name",
     "version",
@@ -38,7 +41,6 @@ _TOP_KEYS = {
     "generation",
     "metrics",
     "headline",
-    "answer_cleanup",
     "gold",
 }
 _DATASET_KEYS = {"local", "hf", "fields", "hf_fields", "hf_derive", "embedded"}
@@ -90,7 +92,6 @@ class BenchmarkSpec:
     hf_fields: dict[str, str | None] = field(default_factory=dict)
     hf_derive: dict[str, tuple[str, str]] = field(default_factory=dict)
     embedded: dict[str, Any] | None = None
-    answer_cleanup: tuple[str, ...] = ()
     gold: GoldCheck | None = None
 
     @property
@@ -162,12 +163,11 @@ def parse_spec(raw: dict, path: Path) -> BenchmarkSpec:
             raise bad(key, "is missing")
     if raw["name"] != path.stem:
         raise bad("name", f"{raw['name']!r} differs from the file name {path.stem!r}")
+    raw["prompt_template"] = NAMED_TEMPLATES.get(raw["prompt_template"], raw["prompt_template"])
     if "{problem}" not in raw["prompt_template"]:
         raise bad("prompt_template", "must contain {problem}")
     _choice(bad, "answer_extractor", raw["answer_extractor"], ANSWER_EXTRACTORS)
-    _choice(bad, "grader", raw["grader"], GRADERS)
-    for item in raw.get("answer_cleanup") or []:
-        _choice(bad, "answer_cleanup", item, CLEANUPS)
+    _choice(bad, "grader", raw["grader"], (*COMPARES, *COMPARE_ALIASES))
     generation = _generation(bad, raw.get("generation") or {})
     metrics = tuple(str(m) for m in raw["metrics"])
     names = []
@@ -196,7 +196,7 @@ def parse_spec(raw: dict, path: Path) -> BenchmarkSpec:
         path=path,
         prompt_template=str(raw["prompt_template"]),
         answer_extractor=raw["answer_extractor"],
-        grader=raw["grader"],
+        grader=COMPARE_ALIASES.get(raw["grader"], raw["grader"]),
         generation=generation,
         metrics=metrics,
         headline=headline,
@@ -206,7 +206,6 @@ def parse_spec(raw: dict, path: Path) -> BenchmarkSpec:
         hf_fields=data.get("hf_fields") or {},
         hf_derive=derive,
         embedded=data.get("embedded"),
-        answer_cleanup=tuple(raw.get("answer_cleanup") or ()),
         gold=_gold(bad, raw.get("gold")),
     )
 

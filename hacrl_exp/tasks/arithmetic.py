@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hacrl_exp.rewards import Grader
 from hacrl_exp.tasks.base import Grade, Problem
 
 ALPHABET = "0123456789+*=,|"
@@ -116,6 +117,7 @@ class ArithmeticTask:
             raise ValueError(f"eval_per_tier={eval_per_tier} must be >= 1")
         self.tiers, self.scratchpad, self.eval_per_tier, self.seed = tiers, bool(scratchpad), int(eval_per_tier), seed
         self._eval: list[Problem] | None = None
+        self.grader = Grader()  # the `exact` rule never starts math-verify workers
 
     @property
     def categories(self) -> list[str]:
@@ -206,25 +208,14 @@ class ArithmeticTask:
             pairs = list(seen)[: self.eval_per_tier]
         return [self.problem(tier, a, b, f"eval/{tier}/{i}") for i, (a, b) in enumerate(pairs)]
 
-    def extract(self, response: object) -> str | None:
-        """The answer in a response: text after the last '|' (scratchpad) or the whole text (bare); None if absent."""
-        if not isinstance(response, str):
-            return None
-        if self.scratchpad:
-            head, bar, tail = response.rpartition("|")
-            return tail.strip() if bar else None
-        text = response.strip()
-        return text or None
+    @property
+    def extractor(self) -> str:
+        """The answer extractor (`hacrl_exp.rewards.EXTRACTORS`): after the last '|' (scratchpad) or the whole text."""
+        return "after_bar" if self.scratchpad else "whole_text"
 
     def grade(self, responses: Sequence[str], problems: Sequence[Problem]) -> list[Grade]:
-        """Reward 1.0 iff the extracted answer equals `problem.answer` exactly; reason correct, wrong or no_answer."""
+        """Reward 1.0 iff the extracted answer equals `problem.answer` exactly (the one grader, `exact` rule, as the
+        arithmetic benchmark YAMLs); reason correct, wrong or no_answer."""
         if len(responses) != len(problems):
             raise ValueError(f"{len(responses)} responses for {len(problems)} problems")
-        grades = []
-        for response, problem in zip(responses, problems):
-            got = self.extract(response)
-            if got is None:
-                grades.append(Grade(0.0, "no_answer"))
-            else:
-                grades.append(Grade(1.0, "correct") if got == problem.answer else Grade(0.0, "wrong"))
-        return grades
+        return self.grader.grade(responses, [p.answer for p in problems], extractor=self.extractor, compare="exact")

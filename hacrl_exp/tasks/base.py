@@ -1,7 +1,8 @@
 """The task interface: problems with verifiable answers, and their grader.
 
 A task hands out the same prompts to every agent; each agent renders `Problem.prompt` with its own
-chat template (or as plain text). Rewards are binary (spec §1.1).
+chat template (or as plain text). Rewards are binary (spec §1.1) and come from the one grader,
+`hacrl_exp.rewards.Grader`.
 """
 
 from __future__ import annotations
@@ -9,6 +10,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from hacrl_exp.rewards.grader import Grade
+
+__all__ = ["Grade", "Problem", "Task"]
 
 
 @dataclass(frozen=True)
@@ -24,14 +29,6 @@ class Problem:
     solution: str | None = None
     """A worked target response: supervised warm start, and gold-solution grader checks."""
     meta: dict = field(default_factory=dict, compare=False, hash=False)
-
-
-@dataclass(frozen=True)
-class Grade:
-    """Reward of one response; `reason` says why it is 0 (e.g. 'no_answer', 'wrong', 'timeout')."""
-
-    reward: float
-    reason: str = "correct"
 
 
 class Task(Protocol):

@@ -1,4 +1,4 @@
-"""MATH-style tasks: problems with a final answer, the paper's prompt suffix, and the math-verify grader.
+"""MATH-style tasks: problems with a final answer, the paper's prompt suffix, and the one grader (`hacrl_exp.rewards`).
 
 Data comes from local JSONL files (one object per line with `problem`, `answer`, and optionally `id`, `solution`,
 `subject`, `level`, ...; see shared/data/README.md) or, when no path is given, from a Hugging Face dataset.
@@ -19,8 +19,8 @@ from pathlib import Path
 
 import numpy as np
 
+from hacrl_exp.rewards import Grader, normalize_gold
 from hacrl_exp.rewards.boxed import last_boxed
-from hacrl_exp.rewards.math_grader import MathGrader
 from hacrl_exp.tasks.base import Grade, Problem
 from hacrl_exp.tasks.rows import BadRows, DataError, check_unique, field_text, jsonl_records
 
@@ -30,10 +30,19 @@ log = logging.getLogger(__name__)
 
 DATA_DIR_ENV = "HACRL_DATA_DIR"
 PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
+"""The paper's instruction after each problem (spec §4); evaluation/_math.yaml's template is built from it."""
 HF_TRAIN = "DigitalLearningGmbH/MATH-lighteval"  # the paper's 7.5k MATH train split (spec §4)
 HF_EVAL = "HuggingFaceH4/MATH-500"  # validation during training (spec §4)
+EXTRACTOR, COMPARE = "boxed", "math"
+"""How MathTask grades; the math benchmark YAMLs name the same pair (a test holds them equal)."""
 _SKIP_HINT = "Fix or delete that line, or set task.bad_rows=skip to skip and count bad rows."
 _CORE = ("id", "problem", "answer", "solution")
+
+
+def question_text(problem: Problem) -> str:
+    """The problem as its dataset states it (without the prompt's instruction): what the grader reads for the forms a
+    question asks for. Tasks and benchmarks keep it in `meta["problem_text"]`."""
+    return problem.meta.get("problem_text", problem.prompt)
 
 
 def resolve_data_path(name_or_path: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Path:
@@ -121,12 +130,12 @@ class MathTask:
         grader_timeout_s: float = 5.0,
         grader_workers: int = 1,
         grader_max_chars: int = 20000,
-        grader: MathGrader | None = None,
+        grader: Grader | None = None,
     ):
         """train_path/eval_path: local JSONL (see `resolve_data_path`); when None, the HF `*_dataset`/`*_split` is
         loaded. seed: orders the training stream. eval_limit: keep the first rows of the eval set. category_field: row
         key giving `Problem.category` ('all' when absent). bad_rows: 'error' raises DataError at the first bad row,
-        'skip' skips and counts them (`hacrl_exp.tasks.rows`). grader: a shared MathGrader; otherwise one is built
+        'skip' skips and counts them (`hacrl_exp.tasks.rows`). grader: a shared Grader; otherwise one is built
         from the `grader_*` settings and owned here. Data is read on first use."""
         if not isinstance(seed, int) or seed < 0:
             raise ValueError(f"MathTask seed={seed!r} must be an integer >= 0.")
@@ -141,7 +150,7 @@ class MathTask:
         self._train_src = self._source(train_path, data_dir, train_dataset, train_split)
         self._eval_src = self._source(eval_path, data_dir, eval_dataset, eval_split)
         self._owns_grader = grader is None
-        self.grader = grader or MathGrader(grader_timeout_s, grader_workers, grader_max_chars)
+        self.grader = grader or Grader(grader_timeout_s, grader_workers, grader_max_chars)
         self._perms: dict[int, np.ndarray] = {}
 
     @staticmethod
@@ -180,10 +189,10 @@ class MathTask:
         return Problem(
             id=pid,
             prompt=fields["problem"] + PROMPT_SUFFIX,
-            answer=fields["answer"].strip(),
+            answer=normalize_gold(fields["answer"]),
             category="all" if category is None or str(category) == "" else str(category),
             solution=solution if isinstance(solution, str) else None,
-            meta={k: v for k, v in row.items() if k not in _CORE},
+            meta={**{k: v for k, v in row.items() if k not in _CORE}, "problem_text": fields["problem"]},
         )
 
     @cached_property
@@ -246,10 +255,13 @@ class MathTask:
         return list(self.eval_set)
 
     def grade(self, responses: Sequence[str], problems: Sequence[Problem]) -> list[Grade]:
-        """Reward of each response's last `\\boxed{}` against its problem's answer (math-verify, bounded time)."""
+        """Reward of each response's last `\\boxed{}` against its problem's answer, with the forms its prompt asks for:
+        `Grader.grade` with the same extractor, comparison and question as the math benchmarks (evaluation/_math.yaml
+        via `hacrl_exp.evaluation.runner.grade_responses`), so a reward equals the evaluation verdict."""
         if len(responses) != len(problems):
             raise ValueError(f"grade got {len(responses)} responses, {len(problems)} problems; pass one per response.")
-        return self.grader.grade(responses, [p.answer for p in problems])
+        golds, questions = [p.answer for p in problems], [question_text(p) for p in problems]
+        return self.grader.grade(responses, golds, extractor=EXTRACTOR, compare=COMPARE, questions=questions)
 
     def close(self) -> None:
         """Stop the grader's worker processes if this task created the grader."""

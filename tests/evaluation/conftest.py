@@ -1,31 +1,10 @@
-"""Shared fixtures: the benchmark data folder (skips without it), a grader pool, and one tiny trained run."""
+"""Shared fixtures: one tiny trained run (the data folder and the grader fixtures live in tests/conftest.py)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-
-from hacrl_exp.evaluation.grading import Scorer
-
-DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
-"""../shared/data relative to the repository root; tests that need it skip when it is absent."""
-
-
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    if not (DATA_DIR / "math500.jsonl").is_file():
-        pytest.skip(f"benchmark data not found at {DATA_DIR} (../shared/data relative to the repo root)")
-    return DATA_DIR
-
-
-@pytest.fixture(scope="session")
-def scorer():
-    """One warm grader pool for the whole session (spawning workers costs ~1-2 s)."""
-    with Scorer(timeout_s=5.0, workers=1) as s:
-        s.math.start()
-        yield s
 
 
 @pytest.fixture(scope="session")

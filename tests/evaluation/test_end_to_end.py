@@ -117,6 +117,10 @@ def test_cli_bad_input_is_one_line_exit_2(tiny_run, tmp_path):
             [f"checkpoints=[{tiny_run['run_dir']}]", "benchmarks=[amc23]", f"data_dir={bad_row}"],
             "benchmark amc23: " + str(bad_row / "amc23.jsonl") + ":2: field 'problem' (problem) is missing",
         ),
+        (
+            [f"checkpoints=[{tiny_run['run_dir']}]", "agents=[llama]"],
+            "agents=['llama']: ['llama'] not among the checkpoints' agents ['gpt2_bpe', 'opt_char']",
+        ),
     ]
     for args, needle in cases:
         proc = subprocess.run(
@@ -128,6 +132,37 @@ def test_cli_bad_input_is_one_line_exit_2(tiny_run, tmp_path):
         assert proc.returncode == 2, proc.stderr
         assert needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_cli_agents_picks_those_agents_of_a_checkpoint(tiny_run, tmp_path):
+    """`agents=[opt_char]` as docs/evaluation.md shows it: conf/agents/ (a training group) must not capture it."""
+    step = tiny_run["run_dir"] / "checkpoints" / "step_000002"
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "hacrl_exp.evaluate",
+            f"checkpoints=[{step}]",
+            "agents=[opt_char]",
+            "benchmarks=[arithmetic]",
+            "limit=2",
+            "bootstrap=0",
+            "grader.workers=1",
+            "tracking.backend=none",
+            f"output_dir={out}",
+            f"hydra.run.dir={tmp_path / 'hydra'}",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    summary = pd.read_parquet(out / "summary.parquet")
+    assert set(summary["agent"]) == {"opt_char"} and set(summary["step"]) == {2}
+    assert (out / "opt_char_step2").is_dir() and not (out / "gpt2_bpe_step2").exists()
+    assert "opt_char" in proc.stdout and "gpt2_bpe" not in proc.stdout
 
 
 def test_config_composes_with_defaults(tiny_run):

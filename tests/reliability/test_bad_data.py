@@ -16,7 +16,7 @@ import pytest
 from hacrl_exp.config.preflight import preflight
 from hacrl_exp.evaluation.data import load_problems
 from hacrl_exp.evaluation.spec import load_benchmark
-from hacrl_exp.rewards.math_grader import MathGrader
+from hacrl_exp.rewards import Grader
 from hacrl_exp.tasks.math import MathTask
 from hacrl_exp.tasks.rows import DataError, skipped_row_metrics
 from tests.e2e.tiny import tiny_overrides
@@ -56,7 +56,7 @@ def write(path: Path, bad: bytes | None = None, good: int = 4) -> Path:
 
 @pytest.fixture(scope="module")
 def grader():
-    with MathGrader(timeout_s=5.0) as g:  # never started: loading data does not grade
+    with Grader(timeout_s=5.0) as g:  # never started: loading data does not grade
         yield g
 
 

@@ -10,7 +10,7 @@ import time
 import psutil
 import pytest
 
-from hacrl_exp.rewards.math_grader import MathGrader
+from hacrl_exp.rewards import Grader
 from hacrl_exp.tasks.base import Grade
 
 TIMEOUT_S = 2.0
@@ -40,7 +40,7 @@ def grader_children() -> set[int]:
 
 @pytest.fixture(scope="module")
 def grader():
-    with MathGrader(timeout_s=TIMEOUT_S, n_workers=1) as g:
+    with Grader(timeout_s=TIMEOUT_S, workers=1) as g:
         g.start()
         yield g
 
@@ -65,14 +65,14 @@ def test_hostile_output_is_graded_zero_within_the_timeout(grader, name):
 
 def test_a_batch_of_hostile_outputs_leaks_no_process_and_no_memory():
     me = psutil.Process()
-    with MathGrader(timeout_s=TIMEOUT_S, n_workers=2) as warm:
+    with Grader(timeout_s=TIMEOUT_S, workers=2) as warm:
         warm.start()  # multiprocessing's resource tracker, started once per process, is not a leak
     baseline_children = {p.pid for p in me.children()}
     gc.collect()
     rss_before = me.memory_info().rss
     names = ["10 MB of prose, box at the end", "10 MB inside one box", "power tower 9^{9^{9^{9}}}", "huge factorial"]
     responses = [HOSTILE[name][0] for name in names] + ["\\boxed{42}"]
-    grader = MathGrader(timeout_s=TIMEOUT_S, n_workers=2)
+    grader = Grader(timeout_s=TIMEOUT_S, workers=2)
     grader.start()
     started = time.monotonic()
     grades = grader.grade(responses, [GOLD] * len(responses))

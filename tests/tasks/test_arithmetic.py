@@ -89,12 +89,12 @@ def test_grading_scratchpad():
         "1+5+0=06|605 ": "correct",
         "1+5+0=06,4+6+0=10,1+3+1=05|506": "wrong",
         "1+5+0=06,4+6+0=10,1+3+1=05|6050": "wrong",
-        "605|": "wrong",
+        "605|": "no_answer",  # a chain that states no answer after its bar
         "605": "no_answer",
         "": "no_answer",
         "\x00\uffff<eos>": "no_answer",
         "9" * 1_000_000 + "|605": "correct",
-        "|" * 100_000: "wrong",
+        "|" * 100_000: "no_answer",
     }
     grades = task.grade(list(cases), [p] * len(cases))
     assert [g.reason for g in grades] == list(cases.values())

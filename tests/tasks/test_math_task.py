@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from hacrl_exp.rewards.math_grader import MathGrader
+from hacrl_exp.rewards import Grader
 from hacrl_exp.tasks.base import Grade, Task
 from hacrl_exp.tasks.math import DATA_DIR_ENV, DataError, MathTask, resolve_data_path
 
@@ -26,7 +26,7 @@ def shared_file(name: str) -> Path:
 
 @pytest.fixture(scope="module")
 def grader():
-    g = MathGrader(timeout_s=5.0)
+    g = Grader(timeout_s=5.0)
     yield g
     g.close()
 
@@ -174,7 +174,7 @@ def test_shared_math_files(grader):
 
 def test_gold_solutions_grade_correct():
     """The gold solution text of the first 50 MATH-500 rows, graded by math-verify alone (no string fast path)."""
-    with MathGrader(timeout_s=5.0, fast_path=False) as g:
+    with Grader(timeout_s=5.0) as g:
         task = MathTask(eval_path=shared_file("math500.jsonl"), eval_limit=50, grader=g)
         probs = task.eval_problems()
         grades = g.grade([p.solution for p in probs], [p.answer for p in probs])

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from decimal import Decimal, InvalidOperation
 
 from hacrl_exp.rewards.boxed import last_boxed
 
 MAX_CHARS = 20000
-"""Only this tail of a response is searched (as MathGrader.max_chars): the final answer ends the response."""
+"""Only this tail of a response is searched (as Grader.max_chars): the final answer ends the response."""
 
 _HASHES = "####"
 _UNITS = re.compile(r"\\(?:text|mathrm|mbox|textrm)\s*\{([^{}]*)\}")
@@ -40,14 +39,6 @@ def normalize_number(text: str | None) -> str | None:
     s = _THOUSANDS.sub("", _NOISE.sub("", s)).rstrip(".")
     m = _TRAILING_WORDS.match(s)
     return m.group(1) if m else None
-
-
-def numbers_equal(a: str, b: str) -> bool:
-    """Exact decimal equality of two number strings ('18' == '18.00'); False if either is not a number."""
-    try:
-        return Decimal(a) == Decimal(b)
-    except InvalidOperation:
-        return False
 
 
 def boxed(response: str) -> str | None:

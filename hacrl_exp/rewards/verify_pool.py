@@ -1,19 +1,17 @@
-"""The math grader: binary reward of a response's last `\\boxed{}` against the gold answer (spec §1.1).
+"""math-verify in worker processes: the equivalence check behind every math reward (spec §1.1).
 
-math-verify (`parse` + `verify`) is the authority on equivalence. It runs in worker *processes* (multiprocessing
-'spawn': forking a parent that holds torch threads is unsafe), because sympy can hang or blow up on hostile text and
-math-verify's own timeouts use `signal.alarm`, which only works in the main thread. The worker is the timeout: an
-answer not verified within `timeout_s` gets reason 'timeout', and its worker is killed and replaced.
+math-verify (`parse` + `verify`) is the authority on equivalence once an answer has been extracted and brought to
+canonical form (`hacrl_exp.rewards.grader`). It runs in worker *processes* (multiprocessing 'spawn': forking a parent
+that holds torch threads is unsafe), because sympy can hang or blow up on hostile text and math-verify's own timeouts
+use `signal.alarm`, which only works in the main thread. The worker is the timeout: a pair not verified within
+`timeout_s` gets reason 'timeout', and its worker is killed and replaced.
 
-Reasons: 'correct', 'wrong', 'no_answer' (no box, or an empty / unclosed one), 'timeout', 'grader_error' (the worker
-raised RecursionError/MemoryError or died, e.g. by a segfault; it is replaced).
+Reasons: 'correct', 'wrong', 'timeout', 'grader_error' (the worker raised RecursionError/MemoryError or died, e.g. by a
+segfault; it is replaced).
 
-Long responses: only the last `max_chars` characters are searched for the box (the final answer ends the response),
-so a response whose last box starts before that tail counts as 'no_answer'. This bounds the text math-verify sees.
-
-Workers start lazily, are reused across calls, and stop on `close()`, at the end of a `with` block, when the grader is
-garbage-collected, or at interpreter exit. As with any 'spawn' multiprocessing, a script that grades must guard its
-entry point with `if __name__ == "__main__":`.
+Workers start lazily, are reused across calls, and stop on `close()`, when the pool is garbage-collected, or at
+interpreter exit. As with any 'spawn' multiprocessing, a script that grades must guard its entry point with
+`if __name__ == "__main__":`.
 """
 
 from __future__ import annotations
@@ -21,7 +19,6 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import os
-import re
 import threading
 import time
 import weakref
@@ -29,25 +26,10 @@ from collections import OrderedDict, deque
 from collections.abc import Sequence
 from multiprocessing.connection import wait
 
-from hacrl_exp.rewards.boxed import last_boxed
-from hacrl_exp.tasks.base import Grade
-
 log = logging.getLogger(__name__)
 
 _READY = "ready"
 _STARTUP_TIMEOUT_S = 120.0  # spawn + importing sympy/math-verify takes ~1-2 s idle; allow a loaded machine
-_CACHE_SIZE = 100_000  # (answer, gold) pairs whose verdict is remembered in the parent
-_SPACES = re.compile(r"\s+|\$|\\[!,;:]|\\left(?![A-Za-z])|\\right(?![A-Za-z])|\^\{?\\circ\}?")
-_FRAC = re.compile(r"\\[dt]frac(?![A-Za-z])")
-
-
-def normalise_answer(s: str) -> str:
-    """A conservative canonical form for the string fast path; equal forms mean equal answers.
-
-    Removes whitespace, `$`, `\\left`/`\\right`, thin spaces (`\\! \\, \\; \\:`), degrees (`^\\circ`) and trailing
-    dots, and maps `\\dfrac`/`\\tfrac` to `\\frac`. Units and `\\text{}` are left alone (math-verify decides).
-    """
-    return _FRAC.sub(r"\\frac", _SPACES.sub("", s)).rstrip(".")
 
 
 def _worker_main(conn, memory_limit_mb: int | None) -> None:
@@ -132,46 +114,29 @@ def _stop_all(workers: list[_Worker]) -> None:
         workers.pop().stop(graceful=True)
 
 
-class MathGrader:
-    """Grades responses by the last `\\boxed{}` against gold answers, with per-answer timeouts in worker processes."""
+class VerifyPool:
+    """math-verify in worker processes: `verify` returns one reason per (answer, gold) pair, each bounded by
+    `timeout_s`. Both sides are bare LaTeX answers (no `\\boxed{}`); they are boxed here so math-verify reads them
+    whole."""
 
-    def __init__(
-        self,
-        timeout_s: float = 5.0,
-        n_workers: int = 1,
-        max_chars: int = 20000,
-        *,
-        memory_limit_mb: int | None = 4096,
-        fast_path: bool = True,
-    ):
-        """timeout_s: seconds one answer may take in math-verify; n_workers: grading processes;
-        max_chars: only this tail of a response is searched; memory_limit_mb: address-space cap per worker (None: off);
-        fast_path: accept answers whose `normalise_answer` forms are equal without asking math-verify."""
-        if timeout_s <= 0 or n_workers < 1 or max_chars < 1:
+    def __init__(self, timeout_s: float = 5.0, n_workers: int = 1, *, memory_limit_mb: int | None = 4096):
+        """timeout_s: seconds one pair may take; n_workers: processes; memory_limit_mb: address-space cap per worker
+        (None: off)."""
+        if timeout_s <= 0 or n_workers < 1:
             raise ValueError(
-                f"MathGrader needs timeout_s > 0, n_workers >= 1, max_chars >= 1; "
-                f"got timeout_s={timeout_s}, n_workers={n_workers}, max_chars={max_chars}."
+                f"VerifyPool needs timeout_s > 0 and n_workers >= 1; got timeout_s={timeout_s}, n_workers={n_workers}."
             )
         self.timeout_s = float(timeout_s)
         self.n_workers = int(n_workers)
-        self.max_chars = int(max_chars)
         self.memory_limit_mb = memory_limit_mb
-        self.fast_path = fast_path
         self._ctx = mp.get_context("spawn")
         self._workers: list[_Worker] = []
         self._lock = threading.Lock()
         self._pid = os.getpid()
-        self._cache: OrderedDict[tuple[str, str], Grade] = OrderedDict()
         self._finalizer = weakref.finalize(self, _stop_all, self._workers)
 
-    def __enter__(self) -> MathGrader:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
     def close(self) -> None:
-        """Stop every worker process. The grader stays usable: a later `grade` starts fresh workers."""
+        """Stop every worker process. The pool stays usable: a later `verify` starts fresh workers."""
         with self._lock:
             _stop_all(self._workers)
 
@@ -181,47 +146,18 @@ class MathGrader:
         return {w.proc.pid for w in self._workers if w.proc.pid is not None and w.proc.is_alive()}
 
     def start(self) -> None:
-        """Start the workers now and wait until they are ready (otherwise the first `grade` does it)."""
+        """Start the workers now and wait until they are ready (otherwise the first `verify` does it)."""
         with self._lock:
             self._run({}, deque(), wait_ready=True)
 
-    def extract(self, response: str | None) -> str | None:
-        """The answer this grader reads from a response: the last box in its last `max_chars` characters."""
-        if response is None:
-            return None
-        box = last_boxed(response[-self.max_chars :])
-        return box or None
-
-    def grade(self, responses: Sequence[str | None], answers: Sequence[str]) -> list[Grade]:
-        """Reward 1.0/0.0 and reason for each response against the gold answer at the same index.
-
-        Never raises or hangs on hostile response text; each math-verify call is bounded by `timeout_s`.
-        """
-        if len(responses) != len(answers):
-            raise ValueError(f"grade got {len(responses)} responses but {len(answers)} answers; pass one per response.")
-        grades: list[Grade | None] = [None] * len(responses)
-        todo: dict[tuple[str, str], list[int]] = {}  # identical (answer, gold) pairs are verified once
+    def verify(self, pairs: Sequence[tuple[str, str]]) -> list[str]:
+        """Reason for each (answer, gold): 'correct', 'wrong', 'timeout' or 'grader_error'. Never raises or hangs on
+        hostile text."""
+        if not pairs:
+            return []
         with self._lock:
-            for i, (response, gold) in enumerate(zip(responses, answers, strict=True)):
-                box = self.extract(response)
-                if box is None:
-                    grades[i] = Grade(0.0, "no_answer")
-                elif self.fast_path and normalise_answer(box) == normalise_answer(gold):
-                    grades[i] = Grade(1.0, "correct")
-                elif (box, gold) in self._cache:
-                    grades[i] = self._cache[(box, gold)]
-                else:
-                    todo.setdefault((box, gold), []).append(i)
-            pairs = list(todo)
-            verdicts = self._run(dict(enumerate(pairs)), deque(range(len(pairs)))) if pairs else {}
-            for j, pair in enumerate(pairs):
-                for i in todo[pair]:
-                    grades[i] = verdicts[j]
-                if verdicts[j].reason in ("correct", "wrong"):  # timeouts depend on load: do not remember them
-                    self._cache[pair] = verdicts[j]
-                    if len(self._cache) > _CACHE_SIZE:
-                        self._cache.popitem(last=False)
-        return grades  # type: ignore[return-value]
+            done = self._run(dict(enumerate(pairs)), deque(range(len(pairs))))
+        return [done[i] for i in range(len(pairs))]
 
     def _replace(self, w: _Worker) -> None:
         """Kill `w` and start a fresh worker in its place (it imports while the others go on)."""
@@ -233,8 +169,8 @@ class MathGrader:
         _stop_all(self._workers)
         raise RuntimeError(message)
 
-    def _run(self, jobs: dict[int, tuple[str, str]], queue: deque[int], wait_ready: bool = False) -> dict[int, Grade]:
-        """Verify every queued job on the workers; returns job -> Grade. Caller holds the lock.
+    def _run(self, jobs: dict[int, tuple[str, str]], queue: deque[int], wait_ready: bool = False) -> dict[int, str]:
+        """Verify every queued job on the workers; returns job -> reason. Caller holds the lock.
 
         A replacement worker started after a timeout is not waited for unless `wait_ready` or jobs remain.
         """
@@ -243,7 +179,7 @@ class MathGrader:
             self._pid = os.getpid()
         while len(self._workers) < self.n_workers:
             self._workers.append(_Worker(self._ctx, self.memory_limit_mb))
-        done: dict[int, Grade] = {}
+        done: dict[int, str] = {}
         while queue or any(w.job is not None or (wait_ready and not w.ready) for w in self._workers):
             now = time.monotonic()
             for w in self._workers:
@@ -266,13 +202,13 @@ class MathGrader:
                     continue
                 if w.job is not None:
                     log.warning("math grader: answer %.80r timed out after %.1f s", jobs[w.job][0], self.timeout_s)
-                    done[w.job] = Grade(0.0, "timeout")
+                    done[w.job] = "timeout"
                     self._replace(w)
                 elif not w.ready:
                     self._fail(f"math grader worker did not start within {_STARTUP_TIMEOUT_S:.0f} s.")
         return done
 
-    def _receive(self, w: _Worker, done: dict[int, Grade]) -> None:
+    def _receive(self, w: _Worker, done: dict[int, str]) -> None:
         """Handle one message (or the death) of worker `w`."""
         try:
             msg = w.conn.recv()
@@ -285,7 +221,7 @@ class MathGrader:
                 )
             if w.job is not None:
                 log.warning("math grader worker died on answer; reason grader_error")
-                done[w.job] = Grade(0.0, "grader_error")
+                done[w.job] = "grader_error"
             self._replace(w)
             return
         if msg == _READY:
@@ -294,7 +230,7 @@ class MathGrader:
             self._fail(f"math grader worker cannot import math_verify: {msg[1]}")
         else:
             job, reason, restart = msg
-            done[job] = Grade(1.0 if reason == "correct" else 0.0, reason)
+            done[job] = reason
             w.job, w.deadline = None, float("inf")
             if restart:
                 self._replace(w)

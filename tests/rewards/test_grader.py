@@ -1,4 +1,4 @@
-"""The boxed-answer extractor and the math-verify grader, with real math-verify worker processes (no mocks)."""
+"""The boxed-answer extractor and the one grader, with real math-verify worker processes (no mocks)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hacrl_exp.rewards import Grader, compact
 from hacrl_exp.rewards.boxed import last_boxed
-from hacrl_exp.rewards.math_grader import MathGrader, normalise_answer
 from hacrl_exp.tasks.base import Grade
 
 TIMEOUT_S = 2.0
@@ -22,7 +22,7 @@ MARGIN_S = 1.5  # pipe round-trip, SIGKILL and join on a loaded 2-core machine
 
 @pytest.fixture(scope="module")
 def grader():
-    g = MathGrader(timeout_s=TIMEOUT_S)
+    g = Grader(timeout_s=TIMEOUT_S)
     g.start()
     yield g
     g.close()
@@ -32,7 +32,7 @@ def _children() -> set[int]:
     return {p.pid for p in mp.active_children()}
 
 
-def _timed(grader: MathGrader, response: str, answer: str) -> tuple[Grade, float]:
+def _timed(grader: Grader, response: str, answer: str) -> tuple[Grade, float]:
     grader.start()  # a worker replaced after an earlier timeout is ready before the clock starts
     t0 = time.monotonic()
     (out,) = grader.grade([response], [answer])
@@ -79,11 +79,11 @@ def test_last_boxed_is_linear_on_hostile_text():
     assert time.monotonic() - t0 < 5.0
 
 
-def test_normalise_answer_is_conservative():
-    assert normalise_answer("\\left( 3, \\dfrac{\\pi}{2} \\right).") == "(3,\\frac{\\pi}{2})"
-    assert normalise_answer("$90^\\circ$") == "90"
-    assert normalise_answer("\\text{cm}") == "\\text{cm}"
-    assert normalise_answer("3") != normalise_answer("4")
+def test_compact_form_is_conservative():
+    assert compact("\\left( 3, \\dfrac{\\pi}{2} \\right).") == "(3,\\frac{\\pi}{2})"
+    assert compact("$90^\\circ$") == "90"
+    assert compact("\\text{cm}") == "\\text{cm}"
+    assert compact("3") != compact("4")
 
 
 # --- grading with math-verify -------------------------------------------------------------------------------------
@@ -119,7 +119,7 @@ def test_no_answer(grader, response):
 
 
 def test_fast_path_needs_no_worker():
-    g = MathGrader(timeout_s=TIMEOUT_S)
+    g = Grader(timeout_s=TIMEOUT_S)
     before = _children()
     assert g.grade(["\\boxed{\\dfrac{1}{2}}", "$\\boxed{ 90^\\circ }$"], ["\\frac{1}{2}", "90"]) == [Grade(1.0)] * 2
     assert _children() == before
@@ -129,7 +129,7 @@ def test_fast_path_needs_no_worker():
 def test_batch_with_duplicates_and_length_check(grader):
     responses = ["\\boxed{0.5}", "\\boxed{0.5}", "\\boxed{1/3}", "nothing"]
     assert [g.reason for g in grader.grade(responses, ["\\frac12"] * 4)] == ["correct", "correct", "wrong", "no_answer"]
-    with pytest.raises(ValueError, match="2 responses but 1 answers"):
+    with pytest.raises(ValueError, match="2 answers for 1 gold"):
         grader.grade(["a", "b"], ["1"])
 
 
@@ -162,7 +162,7 @@ def test_sympy_bomb_times_out_and_grader_recovers(grader):
 
 
 def test_parallel_workers_isolate_a_timeout():
-    with MathGrader(timeout_s=TIMEOUT_S, n_workers=2) as g:
+    with Grader(timeout_s=TIMEOUT_S, workers=2) as g:
         g.start()
         responses = ["\\boxed{10^{10^{10^{10}}}}"] + [f"\\boxed{{\\frac{{{i}}}{{2}}}}" for i in range(1, 9)]
         t0 = time.monotonic()
@@ -174,7 +174,7 @@ def test_parallel_workers_isolate_a_timeout():
 
 def test_worker_crash_is_grader_error_and_replaced():
     before = _children()
-    with MathGrader(timeout_s=30.0) as g:
+    with Grader(timeout_s=30.0) as g:
         g.start()
         (worker,) = _children() - before
         threading.Timer(0.5, os.kill, (worker, signal.SIGKILL)).start()  # dies mid-answer, like a segfault
@@ -187,16 +187,20 @@ def test_worker_crash_is_grader_error_and_replaced():
 
 def test_close_leaves_no_children_and_grader_restarts():
     before = _children()
-    g = MathGrader(timeout_s=TIMEOUT_S, n_workers=2)
-    assert g.grade(["\\boxed{4}"], ["4.0"]) == [Grade(1.0)]
+    g = Grader(timeout_s=TIMEOUT_S, workers=2)
+    assert g.grade(["\\boxed{\\frac{8}{2}}"], ["4.0"]) == [Grade(1.0)]  # not plain numbers: math-verify decides
     assert len(_children() - before) == 2
     g.close()
     assert _children() == before
-    assert g.grade(["\\boxed{5}"], ["5.0"]) == [Grade(1.0)]  # started again, lazily
+    assert g.grade(["\\boxed{\\frac{10}{2}}"], ["5.0"]) == [Grade(1.0)]  # started again, lazily
     g.close()
     assert _children() == before
 
 
 def test_bad_settings_are_rejected():
     with pytest.raises(ValueError, match="timeout_s > 0"):
-        MathGrader(timeout_s=0)
+        Grader(timeout_s=0)
+    with pytest.raises(ValueError, match="unknown"):
+        Grader().grade(["\\boxed{1}"], ["1"], compare="fuzzy")
+    with pytest.raises(ValueError, match="extractor"):
+        Grader().grade(["\\boxed{1}"], ["1"], extractor="first_box")

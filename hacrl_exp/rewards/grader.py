@@ -1,0 +1,233 @@
+"""The one grader: every reward and every benchmark verdict in hacrl_exp is `Grader.grade` (spec §1.1).
+
+Training rewards (`MathTask.grade`, `ArithmeticTask.grade`), in-training and stand-alone evaluation
+(`hacrl_exp.evaluation.runner`), the gold-agreement check, the lm-eval export and `python -m hacrl_exp.grade` all call
+it, so a response earns the same verdict wherever it is graded. For one (response, gold) pair:
+
+1. **Extract** the final answer with a named extractor (`EXTRACTORS`: the last `\\boxed{}` for math, the text after
+   the last `|` for arithmetic scratchpads, ...) from the last `max_chars` characters. Nothing, or an empty box, is
+   reason 'no_answer'.
+2. **Compare** with the gold answer under a named rule (`COMPARES`):
+   - `exact`: stripped strings are equal (the arithmetic tiers, whose answers are digit strings).
+   - `math`: (a) an answer that ignores a form the question asks for is wrong (`hacrl_exp.rewards.requested`: a
+     decimal where a common fraction is asked, an inequality where interval notation is asked, ...); (b) the answer is
+     brought to canonical form (`hacrl_exp.rewards.forms.canonical`; gold answers already are, from load time);
+     equal compact strings are correct; (c) a gold variable the answer lacks is wrong (`\\frac{37}{4} m` vs
+     `\\frac{37}{4}`); (d) two plain decimal numbers are compared exactly (`1.60` = `1.6`, `0.33` ≠ `1/3`); (e) a
+     gold in scientific notation (`8.7\\times10^{8}`) accepts a number that rounds to it at its significant figures,
+     given with at least as many (`8.71\\times10^{8}`, `\\frac{1}{360000}` for `2.7778\\times10^{-6}`); (f) anything
+     else goes to math-verify in worker processes with a per-pair timeout (`VerifyPool`), cached per pair. When the
+     question names quantities in order ("determine both $a$ and $b$"), comma lists are compared element by element.
+
+Reasons: 'correct', 'wrong', 'no_answer', 'timeout', 'grader_error'. Reward is 1.0 for 'correct', else 0.0.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from hacrl_exp.rewards.extract import ANSWER_EXTRACTORS
+from hacrl_exp.rewards.forms import canonical, split_top_level, unlabelled
+from hacrl_exp.rewards.numbers import matches_scientific, plain_numbers_equal, variables_missing
+from hacrl_exp.rewards.requested import ignores_request, in_question_order, requested_forms
+from hacrl_exp.rewards.verify_pool import VerifyPool
+
+COMPARES = ("math", "exact")
+"""Comparison rules; see the module docstring."""
+COMPARE_ALIASES = {"math_verify": "math", "numeric": "math"}
+"""Names benchmark YAMLs used before the grader became one path; they mean `math`."""
+EXTRACTORS: dict[str, Callable[[str], str | None]] = ANSWER_EXTRACTORS
+"""Answer extractors by name (`hacrl_exp.rewards.extract`)."""
+
+_CACHE_SIZE = 100_000
+_SPACE = re.compile(r"\s+")
+_PERCENT = re.compile(r"(?:\\%|%)\s*\}?\s*$")
+
+
+@dataclass(frozen=True)
+class Grade:
+    """The verdict on one response: reward 1.0 or 0.0, why, and the answer the grader read from it."""
+
+    reward: float
+    reason: str = "correct"
+    extracted: str | None = field(default=None, compare=False)
+    """What the extractor read (None: nothing); not part of equality, which is about the verdict."""
+
+
+def resolve_compare(name: str) -> str:
+    """The comparison rule a grader name means (`math_verify` and `numeric` are old names of `math`)."""
+    name = COMPARE_ALIASES.get(name, name)
+    if name not in COMPARES:
+        raise ValueError(f"grader {name!r} is unknown; use one of {list(COMPARES)}")
+    return name
+
+
+class Grader:
+    """Extract, normalise and compare final answers (module docstring); owns its math-verify worker processes."""
+
+    def __init__(
+        self,
+        timeout_s: float = 5.0,
+        workers: int = 1,
+        max_chars: int = 20000,
+        *,
+        memory_limit_mb: int | None = 4096,
+    ):
+        """timeout_s: seconds one math-verify comparison may take; workers: math-verify processes (started on first
+        need); max_chars: only this tail of a response is searched for the answer; memory_limit_mb: per worker."""
+        if max_chars < 1:
+            raise ValueError(f"Grader needs max_chars >= 1; got {max_chars}.")
+        self.max_chars = int(max_chars)
+        self.pool = VerifyPool(timeout_s, workers, memory_limit_mb=memory_limit_mb)
+        self._cache: OrderedDict[tuple[str, str], str] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Grader:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Stop the worker processes; a later `grade` starts fresh ones."""
+        self.pool.close()
+
+    def start(self) -> None:
+        """Start the math-verify workers now and wait until they are ready."""
+        self.pool.start()
+
+    @property
+    def worker_pids(self) -> set[int]:
+        """Process ids of the live math-verify workers."""
+        return self.pool.worker_pids
+
+    def extract(self, response: str | None, extractor: str = "boxed") -> str | None:
+        """The final answer `extractor` reads from the last `max_chars` characters of `response`; None if none."""
+        if not isinstance(response, str):
+            return None
+        return EXTRACTORS[extractor](response[-self.max_chars :]) or None
+
+    def grade(
+        self,
+        responses: Sequence[str | None],
+        golds: Sequence[str],
+        *,
+        extractor: str = "boxed",
+        compare: str = "math",
+        questions: Sequence[str | None] | None = None,
+    ) -> list[Grade]:
+        """One Grade per (response, gold answer) at the same index. Gold answers are expected in canonical form
+        (`normalize_gold`, which every loader applies). `questions`: the problem texts, for the forms they ask for
+        (None: no form is checked). Never raises or hangs on hostile response text."""
+        if extractor not in EXTRACTORS:
+            raise ValueError(f"answer extractor {extractor!r} is unknown; use one of {sorted(EXTRACTORS)}")
+        answers = [self.extract(r, extractor) for r in responses]
+        return self.grade_answers(answers, golds, compare=compare, questions=questions)
+
+    def grade_answers(
+        self,
+        answers: Sequence[str | None],
+        golds: Sequence[str],
+        *,
+        compare: str = "math",
+        questions: Sequence[str | None] | None = None,
+    ) -> list[Grade]:
+        """Step 2 alone, for answers already extracted (the gold-agreement check); None is 'no_answer'."""
+        questions = [None] * len(answers) if questions is None else questions
+        if not len(answers) == len(golds) == len(questions):
+            raise ValueError(
+                f"grade got {len(answers)} answers for {len(golds)} gold answers and {len(questions)} questions; "
+                "pass one of each per answer."
+            )
+        compare = resolve_compare(compare)
+        plans: list[str | list[list[tuple[str, str]]]] = []
+        for answer, gold, question in zip(answers, golds, questions):
+            if answer is None:
+                plans.append("no_answer")
+            elif compare == "exact":
+                plans.append(_verdict(answer.strip() == gold.strip()))
+            else:
+                plans.append(comparisons(answer, gold, question))
+        verdicts = self._verdicts({pair for plan in plans if not isinstance(plan, str) for alt in plan for pair in alt})
+        reasons = [plan if isinstance(plan, str) else _combine(plan, verdicts) for plan in plans]
+        return [Grade(1.0 if r == "correct" else 0.0, r, a) for r, a in zip(reasons, answers)]
+
+    def _verdicts(self, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
+        """The reason for each (canonical answer, gold): settled here when the strings do, else by math-verify."""
+        out = {pair: _decide(*pair) for pair in pairs}
+        todo = [pair for pair, reason in out.items() if reason is None]
+        if todo:
+            with self._lock:
+                unknown = [p for p in todo if p not in self._cache]
+                for pair, reason in zip(unknown, self.pool.verify(unknown)):
+                    out[pair] = reason
+                    if reason in ("correct", "wrong"):  # timeouts depend on load: never remembered
+                        self._remember(pair, reason)
+                for pair in todo:
+                    out[pair] = out[pair] or self._cache[pair]
+        return out
+
+    def _remember(self, pair: tuple[str, str], reason: str) -> None:
+        self._cache[pair] = reason
+        if len(self._cache) > _CACHE_SIZE:
+            self._cache.popitem(last=False)
+
+
+def comparisons(answer: str, gold: str, question: str | None) -> str | list[list[tuple[str, str]]]:
+    """How the `math` rule decides one answer: "wrong" when it ignores a requested form, else alternatives, each a
+    list of (canonical answer, gold) comparisons that must all hold; the answer is correct when one alternative holds.
+
+    Alternatives: the answer itself; for a percent answer, also its value / 100 (`50\\%` for a probability of
+    `\\frac12`). Lists: labels are dropped when the gold's items have none (`a = -2, b = 3` for `-2,3`); when the
+    question names quantities in order, items are compared one by one in that order."""
+    forms, mine = requested_forms(question), canonical(answer)
+    if ignores_request(answer, mine, gold, forms):
+        return "wrong"
+    items, gold_items = split_top_level(mine), split_top_level(gold)
+    if forms.names:
+        items = in_question_order(items, forms.names)
+    if not any("=" in g for g in gold_items):
+        items = [unlabelled(item) for item in items]
+    if forms.ordered and len(gold_items) > 1:
+        if len(items) != len(gold_items):
+            return "wrong"
+        return [list(zip(items, gold_items))]
+    mine = ",".join(items)
+    alternatives = [[(mine, gold)]]
+    asks_form = forms.fraction or forms.decimal or "fraction" in (question or "").lower()
+    if _PERCENT.search(answer) and plain_numbers_equal(mine, mine) is not None and not asks_form:
+        alternatives.append([(f"\\frac{{{mine}}}{{100}}", gold)])
+    return alternatives
+
+
+def _combine(plan: list[list[tuple[str, str]]], verdicts: dict[tuple[str, str], str]) -> str:
+    """'correct' when every comparison of one alternative is; else the first alternative's first failing reason."""
+    failing = []
+    for alternative in plan:
+        reasons = [verdicts[pair] for pair in alternative]
+        if all(r == "correct" for r in reasons):
+            return "correct"
+        failing.append(next(r for r in reasons if r != "correct"))
+    return failing[0]
+
+
+def _decide(answer: str, gold: str) -> str | None:
+    """The verdict without math-verify when the strings settle it (module docstring, steps b-e), else None."""
+    if _SPACE.sub("", answer) == _SPACE.sub("", gold):
+        return "correct"
+    if not answer:
+        return "no_answer"
+    if variables_missing(answer, gold):
+        return "wrong"
+    equal = plain_numbers_equal(answer, gold)
+    if equal is None:
+        equal = matches_scientific(answer, gold)
+    return None if equal is None else _verdict(equal)
+
+
+def _verdict(ok: bool) -> str:
+    return "correct" if ok else "wrong"
