@@ -34,7 +34,7 @@ from hacrl_exp.rewards import Grader
 from hacrl_exp.rewards.extract import GOLD_EXTRACTORS
 from hacrl_exp.rewards.rewrite import rewrite
 from hacrl_exp.tasks.base import Problem
-from hacrl_exp.tasks.math import DataError
+from hacrl_exp.tasks.math import DataError, question_text
 
 
 @dataclass
@@ -106,7 +106,12 @@ def check_gold(spec: BenchmarkSpec, problems: list[Problem], grader: Grader) -> 
     usable = [p for p in problems if p.solution]
     candidates = [gold_candidates(spec, p) for p in usable]
     flat = [(i, c) for i, cands in enumerate(candidates) for c in cands if len(cands) == 1 or _plausible(c, usable[i])]
-    grades = grader.grade_answers([c for _, c in flat], [usable[i].answer for i, _ in flat], compare=spec.grader)
+    grades = grader.grade_answers(
+        [c for _, c in flat],
+        [usable[i].answer for i, _ in flat],
+        compare=spec.grader,
+        questions=[question_text(usable[i]) for i, _ in flat],
+    )
     reasons_of: list[list[str]] = [[] for _ in usable]
     for (i, _), grade in zip(flat, grades):
         reasons_of[i].append(grade.reason)
@@ -129,7 +134,11 @@ def check_gold(spec: BenchmarkSpec, problems: list[Problem], grader: Grader) -> 
 
 
 def check_rewrites(report: GoldReport, problems: list[Problem], grader: Grader, compare: str) -> None:
-    """Grade every gold answer's second form (`rewrite`) against the gold answer; failures go to the report."""
+    """Grade every gold answer's second form (`rewrite`) against the gold answer, without the question (a rewrite
+    may change the form a question asks for: the check is about reading forms); failures go to the report. Exact-match
+    benchmarks (arithmetic) have no second form."""
+    if compare == "exact":
+        return
     pairs = [(p, form) for p in problems if (form := rewrite(p.meta.get("answer_raw", p.answer))) is not None]
     grades = grader.grade_answers([form for _, form in pairs], [p.answer for p, _ in pairs], compare=compare)
     report.rewritten = len(pairs)

@@ -39,6 +39,7 @@ safe on hostile text.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import re
 from fractions import Fraction
@@ -93,6 +94,7 @@ _SPACE = re.compile(r"\s+")
 _MAX_PASSES = 4  # units stack at most like `5\,\text{km}/\text{h}`; a bound keeps hostile input linear
 
 
+@functools.lru_cache(maxsize=65536)  # a training step grades G responses against each gold
 def canonical(answer: str) -> str:
     """The canonical spelling of one final answer (see the module table). Idempotent; never raises on any str."""
     s = _DELIMITERS.sub("", answer).strip()

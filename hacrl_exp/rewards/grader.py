@@ -13,11 +13,13 @@ it, so a response earns the same verdict wherever it is graded. For one (respons
      decimal where a common fraction is asked, an inequality where interval notation is asked, ...); (b) the answer is
      brought to canonical form (`hacrl_exp.rewards.forms.canonical`; gold answers already are, from load time);
      equal compact strings are correct; (c) a gold variable the answer lacks is wrong (`\\frac{37}{4} m` vs
-     `\\frac{37}{4}`); (d) two plain decimal numbers are compared exactly (`1.60` = `1.6`, `0.33` ≠ `1/3`); (e) a
-     gold in scientific notation (`8.7\\times10^{8}`) accepts a number that rounds to it at its significant figures,
-     given with at least as many (`8.71\\times10^{8}`, `\\frac{1}{360000}` for `2.7778\\times10^{-6}`); (f) anything
-     else goes to math-verify in worker processes with a per-pair timeout (`VerifyPool`), cached per pair. When the
-     question names quantities in order ("determine both $a$ and $b$"), comma lists are compared element by element.
+     `\\frac{37}{4}`); (d) numbers (decimals, integer fractions, `a\\times10^{b}`) and flat lists of them are
+     compared exactly (`1.60` = `1.6` = `\\frac{8}{5}`, `0.33` ≠ `1/3`, `1,2` = `2,1`, `(1,2)` ≠ `(2,1)`), and so are
+     answers in words (`\\text{East}` = `\\text{east}`); (e) a gold in scientific notation (`8.7\\times10^{8}`)
+     accepts a number that rounds to it at its significant figures, given with at least as many
+     (`8.71\\times10^{8}`, `\\frac{1}{360000}` for `2.7778\\times10^{-6}`); (f) anything else goes to math-verify
+     in worker processes with a per-pair timeout (`VerifyPool`), cached per pair. When the question names quantities
+     in order ("determine both $a$ and $b$"), comma lists are compared element by element.
 
 Reasons: 'correct', 'wrong', 'no_answer', 'timeout', 'grader_error'. Reward is 1.0 for 'correct', else 0.0.
 """
@@ -29,10 +31,17 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 from hacrl_exp.rewards.extract import ANSWER_EXTRACTORS
 from hacrl_exp.rewards.forms import canonical, split_top_level, unlabelled
-from hacrl_exp.rewards.numbers import matches_scientific, plain_numbers_equal, variables_missing
+from hacrl_exp.rewards.numbers import (
+    exact_values_equal,
+    is_number,
+    matches_scientific,
+    text_answers_equal,
+    variables_missing,
+)
 from hacrl_exp.rewards.requested import ignores_request, in_question_order, requested_forms
 from hacrl_exp.rewards.verify_pool import VerifyPool
 
@@ -46,6 +55,7 @@ EXTRACTORS: dict[str, Callable[[str], str | None]] = ANSWER_EXTRACTORS
 _CACHE_SIZE = 100_000
 _SPACE = re.compile(r"\s+")
 _PERCENT = re.compile(r"(?:\\%|%)\s*\}?\s*$")
+_PLAIN = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
 
 
 @dataclass(frozen=True)
@@ -121,7 +131,8 @@ class Grader:
         questions: Sequence[str | None] | None = None,
     ) -> list[Grade]:
         """One Grade per (response, gold answer) at the same index. Gold answers are expected in canonical form
-        (`normalize_gold`, which every loader applies). `questions`: the problem texts, for the forms they ask for
+        (`normalize_gold`, which every loader applies; a raw gold is brought to it here by the same idempotent rules).
+        `questions`: the problem texts, for the forms they ask for
         (None: no form is checked). Never raises or hangs on hostile response text."""
         if extractor not in EXTRACTORS:
             raise ValueError(f"answer extractor {extractor!r} is unknown; use one of {sorted(EXTRACTORS)}")
@@ -184,7 +195,7 @@ def comparisons(answer: str, gold: str, question: str | None) -> str | list[list
     Alternatives: the answer itself; for a percent answer, also its value / 100 (`50\\%` for a probability of
     `\\frac12`). Lists: labels are dropped when the gold's items have none (`a = -2, b = 3` for `-2,3`); when the
     question names quantities in order, items are compared one by one in that order."""
-    forms, mine = requested_forms(question), canonical(answer)
+    forms, mine, gold = requested_forms(question), canonical(answer), canonical(gold)  # idempotent on loaded golds
     if ignores_request(answer, mine, gold, forms):
         return "wrong"
     items, gold_items = split_top_level(mine), split_top_level(gold)
@@ -199,8 +210,9 @@ def comparisons(answer: str, gold: str, question: str | None) -> str | list[list
     mine = ",".join(items)
     alternatives = [[(mine, gold)]]
     asks_form = forms.fraction or forms.decimal or "fraction" in (question or "").lower()
-    if _PERCENT.search(answer) and plain_numbers_equal(mine, mine) is not None and not asks_form:
-        alternatives.append([(f"\\frac{{{mine}}}{{100}}", gold)])
+    if _PERCENT.search(answer) and is_number(mine) and not asks_form:
+        hundredth = format(Decimal(mine).scaleb(-2), "f") if _PLAIN.fullmatch(mine) else f"\\frac{{{mine}}}{{100}}"
+        alternatives.append([(hundredth, gold)])
     return alternatives
 
 
@@ -223,9 +235,11 @@ def _decide(answer: str, gold: str) -> str | None:
         return "no_answer"
     if variables_missing(answer, gold):
         return "wrong"
-    equal = plain_numbers_equal(answer, gold)
+    equal = matches_scientific(answer, gold)
     if equal is None:
-        equal = matches_scientific(answer, gold)
+        equal = exact_values_equal(answer, gold)
+    if equal is None:
+        equal = text_answers_equal(answer, gold)
     return None if equal is None else _verdict(equal)
 
 

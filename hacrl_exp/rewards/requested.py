@@ -41,7 +41,7 @@ _SYSTEM = re.compile(r"solve the system|system of equations", re.I)
 _DECIMAL = re.compile(
     r"as a decimal|decimal to|decimal places?|nearest (?:tenth|hundredth|thousandth|ten-thousandth)|decimal form", re.I
 )
-_MIXED = re.compile(r"mixed number", re.I)
+_MIXED = re.compile(r"(?<!not )(?<!no )\bmixed number", re.I)  # "(not mixed numbers or decimals)" asks the opposite
 _RADICAL = re.compile(r"simplest radical form|\bsimplify\b", re.I)
 _INTERVAL = re.compile(r"interval notation", re.I)
 _SCIENTIFIC = re.compile(
@@ -50,7 +50,7 @@ _SCIENTIFIC = re.compile(
 _LEADING_POSITIVE = re.compile(r"\bA\s*>\s*0")
 _ALL = re.compile(r"\ball\b|separated by commas|\broots\b|\bsolutions\b|unordered", re.I)
 _TWO_NAMED = re.compile(r"\$\s*([A-Za-z])\s*\$\s*,?\s*and\s*\$\s*([A-Za-z])\s*\$")
-_LAST_SENTENCE = re.compile(r"[^.?!]*[.?!]?\s*$")
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 
 _DECIMAL_NUMBER = re.compile(r"\d\.\d|(?<![\d}])\.\d|\\overline")
 _MIXED_NUMBER = re.compile(r"^-?\s*\d+\s*\\[dt]?frac\s*\{?\d+\}?\s*\{?\d+\}?$")
@@ -95,8 +95,7 @@ def requested_forms(question: str | None) -> Requested:
     """The forms `question` fixes; NOTHING when there is no question."""
     if not question:
         return NOTHING
-    last = _LAST_SENTENCE.search(question.strip())
-    tail = last.group(0) if last else question
+    tail = _SENTENCE_END.split(question.strip())[-1]
     named = _TWO_NAMED.search(tail)
     ordered = bool(named or _SYSTEM.search(question)) and not _ALL.search(question)
     return Requested(

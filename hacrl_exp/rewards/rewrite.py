@@ -25,7 +25,7 @@ from fractions import Fraction
 _E_NOTATION = re.compile(r"^([-+]?)(\d+(?:\.\d*)?|\.\d+)[eE]([-+]?\d+)$")
 _TIMES_TEN = re.compile(r"^([-+]?\d+(?:\.\d+)?)\s*(?:\\times|\\cdot)\s*10\^\{?([-+]?\d+)\}?$")
 _DOT_SLASH = re.compile(r"^([-+]?\d+)\./(\d+)$")
-_INTEGER = re.compile(r"^-?\d{1,3}(?:,?\d{3})+$")
+_INTEGER = re.compile(r"^-?(?:\d{1,3}(?:,\d{3})+|\d{4,})$")
 _DECIMAL = re.compile(r"^-?\d*\.\d+$")
 _FRACTION = re.compile(r"^(-?)\\[dt]?frac\{?(\d+)\}?\{?(\d+)\}?$")
 _DEGREES = re.compile(r"^(-?\d+(?:\.\d+)?)\s*\^\s*\{?\\circ\}?$")

@@ -1,0 +1,202 @@
+"""Grade model outputs without a model: `python -m hacrl_exp.grade --in outputs.jsonl --out graded.jsonl`.
+
+For responses another framework generated, or to re-grade an old evaluation after a grader fix. Every verdict comes
+from the one grader (`hacrl_exp.rewards.Grader`), as in training and evaluation.
+
+Input (`--in`), one JSON object per line, either
+- `benchmark`, `id`, `response`: the gold answer and the question come from that benchmark's data (`--data-dir`, else
+  $HACRL_DATA_DIR), graded with the benchmark's extractor and rule; or
+- `gold`, `response` (optionally `question`, and `benchmark` for its extractor and rule): graded against that gold,
+  normalised as loaders normalise it; without a benchmark, `--extractor` / `--compare` apply (default boxed / math).
+A `.parquet` input is an evaluation run's `samples.parquet` (columns benchmark, problem_id, response, answer): it is
+re-graded against its `answer` column, with questions from `--data-dir` when given.
+
+Output (`--out`): the same rows in the same order with `reward` (0 or 1), `extracted` and `reason` set (JSONL, or
+parquet for a `.parquet` path). A summary (rows, accuracy, reasons; for parquet input, verdicts changed) goes to
+stdout. A bad row (invalid JSON, a missing field, an unknown benchmark or id) stops with one line naming file:line,
+exit code 2, and nothing written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.evaluation.data import load_problems
+from hacrl_exp.evaluation.spec import BenchmarkSpec, known_benchmarks, load_benchmark
+from hacrl_exp.rewards import COMPARES, EXTRACTORS, Grader, normalize_gold
+from hacrl_exp.tasks.base import Problem
+from hacrl_exp.tasks.rows import DataError, jsonl_records
+
+
+class Batch:
+    """Rows to grade, grouped by (extractor, compare rule) so each group is one `Grader.grade` call."""
+
+    def __init__(self, data_dir: str | None, extractor: str, compare: str):
+        self.data_dir, self.extractor, self.compare = data_dir, extractor, compare
+        self._specs: dict[str, BenchmarkSpec] = {}
+        self._problems: dict[str, dict[str, Problem]] = {}
+        self.items: list[tuple[str, str, str | None, str, str]] = []
+        """(response, gold, question, extractor, compare) per row, in input order."""
+
+    def spec(self, name: str, where: str) -> BenchmarkSpec:
+        if name not in self._specs:
+            if name not in known_benchmarks():
+                raise ConfigError(f"{where}: benchmark {name!r} is unknown; known: {', '.join(known_benchmarks())}")
+            self._specs[name] = load_benchmark(name)
+        return self._specs[name]
+
+    def problem(self, benchmark: str, pid: str, where: str) -> Problem:
+        if benchmark not in self._problems:
+            spec = self.spec(benchmark, where)
+            self._problems[benchmark] = {p.id: p for p in load_problems(spec, self.data_dir, source="local")}
+        found = self._problems[benchmark].get(pid)
+        if found is None:
+            raise DataError(f"{where}: id {pid!r} is not in benchmark {benchmark}'s data. Check the id.")
+        return found
+
+    def add(self, row: dict, where: str, gold_key: str = "gold", id_key: str = "id") -> None:
+        """Queue one row; DataError / ConfigError name `where` (file:line) and the fix."""
+        response = row.get("response")
+        if not isinstance(response, str):
+            raise DataError(f"{where}: field 'response' is missing or not a string. Every row needs a response.")
+        benchmark = row.get("benchmark")
+        extractor, compare, question = self.extractor, self.compare, row.get("question")
+        if benchmark is not None:
+            spec = self.spec(str(benchmark), where)
+            extractor, compare = spec.answer_extractor, spec.grader
+        if row.get(gold_key) is not None:
+            gold = normalize_gold(str(row[gold_key]))
+            if question is None and benchmark is not None and self.data_dir and row.get(id_key) is not None:
+                question = self.problem(str(benchmark), str(row[id_key]), where).meta.get("problem_text")
+        elif benchmark is not None and row.get(id_key) is not None:
+            found = self.problem(str(benchmark), str(row[id_key]), where)
+            gold, question = found.answer, question or found.meta.get("problem_text")
+        else:
+            raise DataError(f"{where}: give either '{gold_key}', or 'benchmark' and '{id_key}' (gold from its data).")
+        self.items.append((response, gold, question, extractor, compare))
+
+    def grade(self, grader: Grader) -> list:
+        """One Grade per queued row, in order."""
+        grades: list = [None] * len(self.items)
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, (_, _, _, extractor, compare) in enumerate(self.items):
+            groups.setdefault((extractor, compare), []).append(i)
+        for (extractor, compare), rows in groups.items():
+            picked = [self.items[i] for i in rows]
+            out = grader.grade(
+                [p[0] for p in picked],
+                [p[1] for p in picked],
+                questions=[p[2] for p in picked],
+                extractor=extractor,
+                compare=compare,
+            )
+            for i, grade in zip(rows, out):
+                grades[i] = grade
+        return grades
+
+
+def grade_jsonl(path: Path, batch: Batch, grader: Grader) -> list[dict]:
+    """The input rows with reward, extracted and reason added."""
+    rows = []
+    for lineno, row in jsonl_records(path):
+        if isinstance(row, DataError):
+            raise row
+        batch.add(row, f"{path}:{lineno}")
+        rows.append(row)
+    if not rows:
+        raise DataError(f"{path}: no rows to grade.")
+    for row, grade in zip(rows, batch.grade(grader)):
+        row.update(reward=grade.reward, extracted=grade.extracted, reason=grade.reason)
+    return rows
+
+
+def grade_samples(path: Path, batch: Batch, grader: Grader):
+    """An evaluation's samples.parquet re-graded; returns (frame, number of verdicts that changed)."""
+    import pandas as pd
+
+    try:
+        frame = pd.read_parquet(path)
+    except Exception as exc:  # a truncated or foreign file: one line, not a traceback
+        raise DataError(f"{path}: cannot read it as parquet ({type(exc).__name__}: {exc}).") from None
+    missing = [c for c in ("benchmark", "problem_id", "response", "answer") if c not in frame.columns]
+    if missing:
+        raise DataError(f"{path}: columns {missing} are missing; is it an evaluation run's samples.parquet?")
+    for n, row in enumerate(frame.to_dict("records")):
+        batch.add(row, f"{path}:row {n}", gold_key="answer", id_key="problem_id")
+    grades = batch.grade(grader)
+    before = frame["reward"].tolist() if "reward" in frame.columns else [None] * len(frame)
+    frame["reward"] = [g.reward for g in grades]
+    frame["extracted"] = [g.extracted for g in grades]
+    frame["reason"] = [g.reason for g in grades]
+    return frame, sum(b is not None and b != g.reward for b, g in zip(before, grades))
+
+
+def write(out: Path, payload) -> None:
+    """Write atomically (a temp file renamed into place), so a failed run leaves no half-written output."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        if out.suffix == ".parquet":
+            import pandas as pd
+
+            pd.DataFrame(payload).to_parquet(tmp, index=False)
+        else:
+            records = payload.to_dict("records") if hasattr(payload, "to_dict") else payload
+            with open(tmp, "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
+        os.replace(tmp, out)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m hacrl_exp.grade", description=__doc__.splitlines()[0])
+    parser.add_argument("--in", dest="inp", required=True, help="JSONL of model outputs, or a samples.parquet")
+    parser.add_argument("--out", required=True, help="graded rows: .jsonl, or .parquet")
+    parser.add_argument("--data-dir", default=None, help="benchmark JSONL folder (default: $HACRL_DATA_DIR)")
+    parser.add_argument("--extractor", default="boxed", help=f"for rows without a benchmark: {sorted(EXTRACTORS)}")
+    parser.add_argument("--compare", default="math", help=f"for rows without a benchmark: {list(COMPARES)}")
+    parser.add_argument("--workers", type=int, default=2, help="math-verify worker processes")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per answer")
+    args = parser.parse_args(argv)
+    with exit_on_bad_input(ConfigError, DataError):
+        inp, out = Path(args.inp), Path(args.out)
+        if not inp.is_file():
+            raise ConfigError(f"--in={args.inp!r} does not exist. Give a JSONL of outputs or a samples.parquet.")
+        if out.resolve() == inp.resolve():
+            raise ConfigError(f"--out={args.out!r} is the input file; write the graded rows to another path.")
+        if args.extractor not in EXTRACTORS or args.compare not in COMPARES:
+            raise ConfigError(
+                f"--extractor={args.extractor!r} / --compare={args.compare!r}: choose an extractor from "
+                f"{sorted(EXTRACTORS)} and a rule from {list(COMPARES)}."
+            )
+        if args.workers < 1 or args.timeout <= 0:
+            raise ConfigError(f"--workers={args.workers} must be >= 1 and --timeout={args.timeout} > 0.")
+        data_dir = args.data_dir or os.environ.get("HACRL_DATA_DIR") or None
+        batch = Batch(data_dir, args.extractor, args.compare)
+        with Grader(args.timeout, args.workers) as grader:
+            if inp.suffix == ".parquet":
+                payload, changed = grade_samples(inp, batch, grader)
+                rewards, reasons = payload["reward"].tolist(), payload["reason"].tolist()
+            else:
+                payload, changed = grade_jsonl(inp, batch, grader), None
+                rewards, reasons = [r["reward"] for r in payload], [r["reason"] for r in payload]
+        write(out, payload)
+    counts = " ".join(f"{k}={v}" for k, v in sorted(Counter(reasons).items()))
+    print(f"graded {len(rewards)} rows: accuracy {sum(rewards) / len(rewards):.4f} ({counts}) -> {out}")
+    if changed is not None:
+        print(f"{changed} verdicts differ from the ones stored in {inp.name}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
