@@ -6,7 +6,7 @@ The rules (`canonical`), each for a form that graded wrong before it existed (do
 
 | form | example | canonical |
 |---|---|---|
-| math delimiters, `\\displaystyle`, `\\left` / `\\right`, thin spaces `\\, \\! \\; \\:` | `$\\left( 3, \\tfrac12 \\right)$` | `(3,\\frac12)` |
+| math delimiters, `\\displaystyle`, `\\left` / `\\right`, spaces `\\, \\! \\; \\: \\quad` | `$\\left( 3, \\tfrac12 \\right)$` | `(3,\\frac12)` |
 | `\\dfrac`, `\\tfrac` | `\\dfrac{1}{2}` | `\\frac{1}{2}` |
 | thousands separators (thin space, `{,}`, comma, also inside braces) | `10\\,080`, `\\frac{20,000}{\\pi}` | `10080`, `\\frac{20000}{\\pi}` |
 | e-notation (Minerva's gold answers) | `4.5e33`, `1e-5` | `4.5\\times10^{33}`, `1\\times10^{-5}` |
@@ -47,7 +47,7 @@ from fractions import Fraction
 from hacrl_exp.rewards.extract import as_interval
 
 _DELIMITERS = re.compile(r"(?<!\\)\$|\\displaystyle|\\left(?![A-Za-z])|\\right(?![A-Za-z])")
-_THIN_SPACE = re.compile(r"(?<!\\)\\[,!;: ]")
+_THIN_SPACE = re.compile(r"(?<!\\)\\(?:[,!;: ]|q?quad(?![A-Za-z]))")
 _BMATRIX = re.compile(r"\\(begin|end)\{bmatrix\}")
 _ANSWER_PHRASE = re.compile(r"^\\(?:text|textbf|mbox)\s*\{\s*(?:the\s+)?(?:final\s+)?answer\s+is:?\s*\}\s*", re.I)
 _WORDS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
