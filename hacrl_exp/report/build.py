@@ -256,7 +256,7 @@ STATS_TEXT = """\
     separately per column, over agents and pairs: with p_(1) ≤ … ≤ p_(m), adjusted p_(i) = max_{{j ≤ i}}
     min(1, (m − j + 1) · p_(j)). Both raw and adjusted p are shown.
   - *TOST*: equivalence within ±{margin} (`equivalence_margin`): p = max of the two one-sided t-test p-values of
-    H0: μ ≤ −{margin} and H0: μ ≥ +{margin} on the d_s (not adjusted).
+    H0: μ ≤ −{margin} and H0: μ ≥ +{margin} on the d_s (not adjusted; needs 2 seeds and s_d > 0).
   - *Verdict*: "beat" ▲ / "fell short of" ▼ when the Holm-adjusted sign-flip p < {sig} (Δ above / below 0);
     otherwise "matched" ≈ when the TOST p < {sig}; otherwise "not established" ○. A sentence says so whenever the
     t-interval excludes 0 but the adjusted p does not pass, or the per-problem test disagrees, in either direction.

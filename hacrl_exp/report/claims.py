@@ -33,7 +33,7 @@ def hypotheses(methods: list[str]) -> list[Hypothesis]:
     """H1, H2, one H3 per ablation present (H3 alone, marked untested, when there is none), H4."""
     out = [
         Hypothesis("H1", "HACPO > GSPO×2 with half the rollouts", "HACPO", "GSPO×2"),
-        Hypothesis("H2", "HACPO > Naive (sharing rollouts alone is not enough)", "HACPO", "Naive"),
+        Hypothesis("H2", "HACPO > Naive", "HACPO", "Naive"),
     ]
     ablations = [(key, f"HACPO −{short}") for key, short in MECHANISM_LABELS.items() if f"HACPO −{short}" in methods]
     for key, method in ablations:

@@ -121,7 +121,7 @@ def reward_curves(data: ReportData, agent: str, methods: list[str], path: Path, 
 
 def final_bars(table: pd.DataFrame, path: Path, level: float = 0.95) -> Path:
     """Final held-out accuracy per agent and method, error bars = the table's interval (seed-and-problem bootstrap,
-    inside [0, 1])."""
+    inside [0, 1]; the step-0 base's t-interval, cut to [0, 1])."""
     agents = list(dict.fromkeys(table["agent"]))
     methods = list(dict.fromkeys(table["method"]))
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(methods) * len(agents)), 4))
@@ -137,9 +137,8 @@ def final_bars(table: pd.DataFrame, path: Path, level: float = 0.95) -> Path:
         ax.bar(x, mean, width, yerr=err, capsize=3, label=method, color=colour_of(method))
     ax.set_xticks(np.arange(len(agents)) + width * (len(methods) - 1) / 2, agents)
     ax.set_ylabel("final held-out accuracy (mean of categories)")
-    ax.set_title(
-        f"Final held-out accuracy per agent and method ({round(100 * level)}% bootstrap over seeds and problems)"
-    )
+    pct = round(100 * level)
+    ax.set_title(f"Final held-out accuracy ({pct}% bootstrap over seeds and problems; step-0 base: t-interval)")
     ax.legend(fontsize=8, ncol=2)
     return _save(fig, path)
 

@@ -18,7 +18,7 @@ Across seeds, paired by seed (the primary test: d_s = A_s − B_s, one differenc
                          / 2^n (all 2^n sign assignments; valid for any n ≥ 1; smallest possible p is 2/2^n)
     Holm                 p_(1) ≤ … ≤ p_(m) sorted; adjusted p_(i) = max_{j ≤ i} min(1, (m − j + 1) · p_(j))
     TOST                 equivalence within ±m: p = max(P[T_{n−1} ≥ (d̄ + m)/(s_d/√n)], P[T_{n−1} ≤ (d̄ − m)/(s_d/√n)]);
-                         "matched" when p < α (⟺ the (1 − 2α) t-interval lies inside (−m, m))
+                         "matched" when p < α (⟺ the (1 − 2α) t-interval lies inside (−m, m)); NaN if s_d = 0
     seeds needed         smallest n ≥ 2 with power(n) ≥ 0.8 of the two-sided paired t-test at α = 0.05 for the
                          observed d̄ and s_d: power(n) = P[|T'| > t_{1−α/2, n−1}], T' noncentral t with n − 1 degrees of
                          freedom and noncentrality √n · |d̄| / s_d
@@ -194,7 +194,8 @@ def holm(p_values) -> np.ndarray:
 def tost_p(differences, margin: float) -> float:
     """Two one-sided t-tests of equivalence within ±margin on the per-seed differences d (n ≥ 2, s_d > 0):
     p = max(P[T_{n−1} ≥ (d̄ + margin)/(s_d/√n)], P[T_{n−1} ≤ (d̄ − margin)/(s_d/√n)]).
-    s_d = 0: p = 0 when |d̄| < margin, else 1. n < 2: NaN (no spread to test against)."""
+    NaN when n < 2 or s_d = 0: with no spread there is nothing to test against (identical seeds, e.g. all at
+    accuracy 0, are a degenerate case, not evidence of equivalence)."""
     from scipy.stats import t
 
     d = np.asarray(differences, dtype=np.float64)
@@ -204,7 +205,7 @@ def tost_p(differences, margin: float) -> float:
         return math.nan
     mean, sd = float(d.mean()), float(d.std(ddof=1))
     if sd == 0.0:
-        return 0.0 if abs(mean) < margin else 1.0
+        return math.nan
     se = sd / math.sqrt(n)
     p_lower = float(t.sf((mean + margin) / se, n - 1))  # H0: μ ≤ −margin
     p_upper = float(t.cdf((mean - margin) / se, n - 1))  # H0: μ ≥ +margin

@@ -15,7 +15,10 @@ def num(x: float, digits: int = 3) -> str:
 
 
 def signed(x: float, digits: int = 3) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:+.{digits}f}"
+    """'+0.042'; a value that rounds to 0 is '+0.000' (a float like −1e−18 would otherwise print '-0.000')."""
+    if x is None or not math.isfinite(x):
+        return "n/a"
+    return f"{0.0 if round(x, digits) == 0 else x:+.{digits}f}"
 
 
 def pval(p: float) -> str:

@@ -213,3 +213,10 @@ def test_reports_folder_ignored_but_published_reports_kept():
     assert ignored("reports/my_runs/report.md") and ignored("reports/report/plots/cost.png")
     assert not ignored("reports/paper_table1_tiny/report.md")
     assert not ignored("reports/paper_table1_tiny/plots/cost.png")
+
+
+def test_signed_numbers_that_round_to_zero_have_no_minus():
+    from hacrl_exp.report.text import signed
+
+    assert signed(-1e-18) == "+0.000" and signed(-0.0004) == "+0.000"
+    assert signed(-0.0006) == "-0.001" and signed(0.0416) == "+0.042" and signed(float("nan")) == "n/a"

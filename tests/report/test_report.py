@@ -10,6 +10,7 @@ from hacrl_exp.config.preflight import preflight
 from hacrl_exp.config.report_schema import validate_report
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.report.stats import seed_verdict, sign_flip_p
+from hacrl_exp.report.text import signed
 from hacrl_exp.trainer.loop import train
 from tests.e2e.tiny import tiny_overrides
 
@@ -159,7 +160,7 @@ def test_statements_match_the_numbers(report):
         assert expected not in ("beat", "fell short of")  # 2 seeds: no sign-flip p below 2/2² = 0.5
         line = next(x for x in built.markdown.splitlines() if x.startswith("- ") and f"{c.a} " in x and
                     f" {c.b} for {c.agent}" in x)  # fmt: skip
-        assert f"Δ = {c.seeds.mean:+.3f} in held-out accuracy" in line and expected in line
+        assert f"Δ = {signed(c.seeds.mean)} in held-out accuracy" in line and expected in line
         assert "With 2 seeds no sign-flip p can be below 0.500" in line
     head = built.markdown.split("## Headline", 1)[1].split("\n## ", 1)[0]
     assert built.headline in head
@@ -167,7 +168,7 @@ def test_statements_match_the_numbers(report):
     won = sum(c.verdict == "beat" for c in mine)
     assert f"is supported for {won} of {len(mine)} agents" in head
     for c in mine:
-        assert f"against GSPO×2 for {c.agent}, with 0.50× its rollouts: {c.verdict} (Δ = {c.seeds.mean:+.3f}" in head
+        assert f"against GSPO×2 for {c.agent}, with 0.50× its rollouts: {c.verdict} (Δ = {signed(c.seeds.mean)}" in head
 
 
 def test_rollout_cost_table(report):
