@@ -49,7 +49,10 @@ class ReportConfig:
     level: float = field(default=0.95, metadata=rng(0, 1, low_open=True, high_open=True))
     """Confidence level of every interval."""
     significance: float = field(default=0.05, metadata=rng(0, 1, low_open=True, high_open=True))
-    """p below this is 'beat' / 'fell short of'; otherwise 'was indistinguishable from'."""
+    """Holm-adjusted across-seed sign-flip p below this is 'beat' / 'fell short of'; a TOST p below it is 'matched';
+    otherwise 'not established'."""
+    equivalence_margin: float = field(default=0.02, metadata=rng(0, 1, low_open=True))
+    """Margin m of a claim of equivalence ('matched'): a TOST on the per-seed differences at ±m (accuracy units)."""
     bootstrap: int = field(default=2000, metadata=rng(0, 10_000_000))
     """Paired-bootstrap resamples."""
     seed: int = 0

@@ -24,7 +24,7 @@ def hydra_main(cfg: DictConfig) -> None:
 
     with exit_on_bad_input(ConfigError):
         report = make_report(validate_report(cfg))
-    print("Headline." + report.markdown.rsplit("**Headline.**", 1)[-1].rstrip())
+    print(report.headline)
     logged = f"; MLflow run {report.run_id}" if report.run_id else ""
     print(f"report in {report.folder}/report.md and report.html{logged}")
 

@@ -18,8 +18,8 @@ from hacrl_exp.config.report_schema import ReportConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.report import plots, render, tables
 from hacrl_exp.report.alpha import best_alpha, load_alpha_trials
+from hacrl_exp.report.claims import hypothesis_rows
 from hacrl_exp.report.load import ReportData, load, mlflow_filter
-from hacrl_exp.report.text import headline
 from hacrl_exp.tracking import default_uri
 
 ABLATION_ORDER = [f"HACPO −{s}" for s in ("Adv", "ω", "ExpIS", "Stepwise", "Clip")]
@@ -33,6 +33,8 @@ class Report:
     accuracy: pd.DataFrame
     cost: pd.DataFrame
     data: ReportData
+    headline: str = ""
+    """The headline table and sentence (also headline.md), to be quoted verbatim."""
     run_id: str | None = None
     """The MLflow run holding the report as artifacts (log_to_mlflow)."""
 
@@ -85,73 +87,108 @@ def _write(config: ReportConfig, data: ReportData, out: Path, name: str) -> Repo
     (out / "plots").mkdir()
     (out / "tables").mkdir()
     level, settings = config.level, {"level": config.level, "n_boot": config.bootstrap, "seed": config.seed}
+    tests = {"significance": config.significance, "margin": config.equivalence_margin, **settings}
     final = tables.finals(data)
     data.runs["final_step"] = data.runs["run_id"].map(final.groupby("run_id")["step"].max())
     columns = tables.columns_of(data)
     methods = tables.methods_in(data)
     main = [m for m in methods if m in tables.MAIN_METHODS]
-    accuracy = tables.accuracy_table(final, [tables.BASE, *methods], columns, level)
-    # every main method against GSPO and GSPO×2; of the two baselines only GSPO×2 vs GSPO (does doubling help?)
-    pairs = [(a, b) for a in main for b in tables.BASELINES if a != b and (a, b) != ("GSPO", "GSPO×2")]
-    found = tables.comparisons(data, final, pairs, columns, significance=config.significance, **settings)
+    accuracy = tables.accuracy_table(
+        final, [tables.BASE, *methods], columns, level, data, n_boot=config.bootstrap, seed=config.seed
+    )
+    # family 1: every pair of the main methods present; family 2: HACPO against each ablation (Δ > 0: the
+    # mechanism helps). Holm adjusts each family per column, over agents and pairs.
+    found = tables.comparisons(data, final, tables.main_pairs(main), columns, family=tables.MAIN, **tests)
     ablations = tables.ablation_methods(data)
     ablation_found = tables.comparisons(
-        data, final, [(m, "HACPO") for _, m in ablations], columns, significance=config.significance, **settings
+        data, final, [("HACPO", m) for _, m in ablations], columns, family=tables.ABLATION, **tests
     )
     cost = tables.cost_table(data, final)
     agents = sorted(data.runs["agent"].unique())
     tasks = sorted(data.runs["task"].unique())
     task = "the embedded arithmetic task" if tasks == ["arithmetic"] else f"task {', '.join(tasks)}"
+    pct = round(100 * level)
+    legend = render.legend(config.significance, config.equivalence_margin)
 
-    md = [f"# Report: {name}", ""]
+    head = render.headline_markdown(found, cost, level, task)
+    (out / "headline.md").write_text(f"{head}\n\n{legend}\n")
+    md = [f"# Report: {name}", "", "## Headline", "", head, "", legend, ""]
+    md += ["## The paper's claims as hypotheses", ""]
+    md += ["Each claim is \"A > B\" on the mean held-out accuracy, per agent. Verdict from the Holm-adjusted "
+           "across-seed test: supported (A beat B), contradicted (A fell short of B), otherwise not established. "
+           "Seeds needed: for 80% power of a two-sided paired t-test at α = 0.05 to detect the observed mean "
+           "difference with the observed SD of the per-seed differences (— when either is 0 or unknown); the "
+           "sign-flip test itself cannot reach p < 0.05 with fewer than 6 seeds (its smallest p is 2/2^n), and Holm "
+           "asks for more.", ""]  # fmt: skip
+    md += [render.hypotheses_markdown(found + ablation_found, methods, agents, level), ""]
     where = f"experiments {config.experiments}" if config.experiments else "all experiments"
     selection = f"{where}, filter `{mlflow_filter(config.tags, config.filter) or 'none'}`"
     md += ["## Selection", "", render.selection_markdown(data.runs, selection, data.skipped), ""]
-    md += ["## What beat what", "", render.findings_markdown(found, level) or "No baseline to compare with.", ""]
+    md += ["## Main comparisons (family 1)", "", render.findings_markdown(found, level) or "No pair to compare.", ""]
     md += ["## Table 1: final held-out accuracy", ""]
-    pct = round(100 * level)
-    md += [f"Mean ± {pct}% t-interval across seeds (one value per seed: that run's last evaluation).", ""]
-    md += [render.accuracy_markdown(accuracy[accuracy["method"].isin([tables.BASE, *main])], columns), ""]
-    md += [render.base_note(), ""]
-    plots.final_bars(accuracy[accuracy["method"].isin([tables.BASE, *main])], out / "plots" / "final_accuracy.png")
+    md += [f"Mean over seeds (one value per seed: that run's last evaluation), with its {pct}% bootstrap interval "
+           "over seeds and problems (both resampled; inside [0, 1]). † the step-0 base has no per-problem answers: "
+           f"its interval is the {pct}% t-interval across seeds, cut to [0, 1].", ""]  # fmt: skip
+    shown = accuracy[accuracy["method"].isin([tables.BASE, *main])]
+    md += [render.accuracy_markdown(shown, columns), "", render.base_note(), ""]
+    plots.final_bars(shown, out / "plots" / "final_accuracy.png", level)
     md += ["![final accuracy](plots/final_accuracy.png)", ""]
-    md += ["### Differences against GSPO and GSPO×2", "", render.delta_markdown(found, columns, level), ""]
-    md += ["## Ablations: one mechanism switched off", ""]
+    md += ["### Differences between the main methods", "", legend, "", render.delta_markdown(found, columns, level), ""]
+    md += ["## Ablations: HACPO against HACPO with one mechanism off (family 2)", ""]
     if not ablations:
         md += ["No ablation runs (HACPO with one mechanism off) in this selection.", ""]
+    else:
+        md += [render.delta_markdown(ablation_found, columns, level), ""]
     for key, method in ablations:
-        mine = [c for c in ablation_found if c.a == method]
+        mine = [c for c in ablation_found if c.b == method]
         part = accuracy[accuracy["method"].isin(["HACPO", method])]
         md += [f"### {method} ({render.PAPER_REFS[key]})", "", render.accuracy_markdown(part, columns), ""]
-        md += [render.delta_markdown(mine, columns, level), "", render.findings_markdown(mine, level), ""]
+        md += [render.findings_markdown(mine, level), ""]
     md += ["## Learning curves", ""]
-    curve_sets = [("main", main), ("ablations", ["HACPO", *[m for _, m in ablations]])]
+    curve_sets = [("main", main, "main methods"), ("ablations", ["HACPO", *[m for _, m in ablations]],
+                  "HACPO and its ablations")]  # fmt: skip
     for agent in agents:
-        for label, chosen in curve_sets:
+        for label, chosen, title in curve_sets:
             if label == "ablations" and not ablations:
                 continue
             path = out / "plots" / f"curves_{label}_{slug(agent)}.png"
-            plots.learning_curves(data, agent, chosen, path, level)
-            md += [f"![{agent} {label} learning curves](plots/{path.name})", ""]
+            plots.learning_curves(data, agent, chosen, path, level, title)
+            md += [f"![{agent} {title}: learning curves](plots/{path.name})", ""]
         path = plots.reward_curves(data, agent, methods, out / "plots" / f"reward_{slug(agent)}.png")
         md += [f"![{agent} training reward](plots/{path.name})", ""]
     md += ["Seconds are the job's training time (rollout, scoring and updates of all its agents; evaluations "
            "excluded), so they depend on the machine's load.", ""]  # fmt: skip
+    md += ["## Mechanisms over training", ""]
+    md += [f"Per agent: ω (the cross loss weight), P̂ (the capability estimate) and the share of cross rows inside "
+           f"the window, at every step, mean over seeds with a shaded {pct}% t-interval, for the methods that share "
+           "rollouts. Read from the runs' metrics omega/<source>, capability/p_hat and cross/<source>/in_window.",
+           ""]  # fmt: skip
+    sharing = [m for m in methods if m not in ("GSPO", "GSPO×2", "GRPO")]
+    for agent in agents:
+        path, notes = plots.mechanism_curves(
+            data, agent, sharing, out / "plots" / f"mechanisms_{slug(agent)}.png", level
+        )
+        if path is not None:
+            md += [f"![{agent} mechanisms](plots/{path.name})", ""]
+        md += [f"- {note}" for note in notes] + ([""] if notes else [])
     md += ["## Rollout cost", "", render.cost_markdown(cost), ""]
-    plots.cost_scatter(cost, main, out / "plots" / "cost.png")
-    md += ["![rollout cost](plots/cost.png)", ""]
+    plots.cost_curves(data, main, out / "plots" / "cost.png", level)
+    md += ["![rollout cost: accuracy against rollouts](plots/cost.png)", ""]
     md += ["## α response", ""] + _alpha_section(config, out) + [""]
-    stats = STATS_TEXT.format(pct=round(100 * level), sig=config.significance, alpha_ci=round(1 - level, 3))
+    stats = STATS_TEXT.format(
+        pct=pct, sig=config.significance, alpha_ci=round(1 - level, 3), margin=config.equivalence_margin
+    )
     md += ["## Statistics", "", stats, ""]
-    md += [headline(found, cost, level, task), ""]
     markdown = "\n".join(md)
     (out / "report.md").write_text(markdown)
     (out / "report.html").write_text(render.to_html(markdown, f"Report: {name}"))
     accuracy_flat = accuracy.map(lambda v: v.mean if isinstance(v, tables.Interval) else v)
     accuracy_flat.to_csv(out / "tables" / "accuracy.csv", index=False)
+    intervals_frame(accuracy, columns).to_csv(out / "tables" / "accuracy_intervals.csv", index=False)
     cost.to_csv(out / "tables" / "cost.csv", index=False)
     comparisons_frame(found + ablation_found).to_csv(out / "tables" / "comparisons.csv", index=False)
-    return Report(out, markdown, found + ablation_found, accuracy, cost, data)
+    hypotheses_frame(found + ablation_found, methods, agents).to_csv(out / "tables" / "hypotheses.csv", index=False)
+    return Report(out, markdown, found + ablation_found, accuracy, cost, data, head)
 
 
 def _alpha_section(config: ReportConfig, out: Path) -> list[str]:
@@ -173,29 +210,69 @@ def comparisons_frame(found: list[tables.Comparison]) -> pd.DataFrame:
     """The comparisons as a flat table (tables/comparisons.csv)."""
     return pd.DataFrame(
         [
-            {"agent": c.agent, "a": c.a, "b": c.b, "column": c.column, "delta": c.paired.delta,
+            {"agent": c.agent, "a": c.a, "b": c.b, "column": c.column, "family": c.family, "delta": c.paired.delta,
              "ci_low": c.paired.low, "ci_high": c.paired.high, "p_bootstrap": c.paired.p_bootstrap,
              "p_mcnemar": c.paired.p_mcnemar, "a_only_right": c.paired.b, "b_only_right": c.paired.c,
              "seeds": c.seeds.n, "seed_delta_mean": c.seeds.mean, "seed_ci_low": c.seeds.low,
-             "seed_ci_high": c.seeds.high, "seeds_ahead": c.seeds_won, "verdict": c.verdict}
+             "seed_ci_high": c.seeds.high, "seed_sd": c.sd, "per_seed": " ".join(f"{d:.6g}" for d in c.per_seed),
+             "p_sign_flip": c.p_sign_flip, "p_holm": c.p_holm, "equivalence_margin": c.margin, "p_tost": c.p_tost,
+             "seeds_ahead": c.seeds_won, "seeds_needed": c.seeds_needed, "verdict": c.verdict,
+             "runs_verdict": c.runs_verdict}
             for c in found
         ]
     )  # fmt: skip
 
 
+def intervals_frame(accuracy: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
+    """Table 1 as rows (agent, method, column, mean, low, high, seeds, interval kind): tables/accuracy_intervals.csv."""
+    rows = []
+    for _, r in accuracy.iterrows():
+        for column in columns:
+            iv = r[column]
+            rows.append((r["agent"], r["method"], column, iv.mean, iv.low, iv.high, iv.n, r["interval"]))
+    return pd.DataFrame(rows, columns=["agent", "method", "column", "mean", "low", "high", "seeds", "interval"])
+
+
+def hypotheses_frame(found: list[tables.Comparison], methods: list[str], agents: list[str]) -> pd.DataFrame:
+    """The hypotheses table as data (tables/hypotheses.csv)."""
+    rows = []
+    for h, agent, c, judged in hypothesis_rows(found, methods, agents):
+        rows.append(
+            {"hypothesis": h.key, "claim": h.claim, "agent": agent, "a": h.a, "b": h.b,
+             "delta": c.seeds.mean if c else None, "seed_ci_low": c.seeds.low if c else None,
+             "seed_ci_high": c.seeds.high if c else None, "p_holm": c.p_holm if c else None,
+             "seeds_needed": c.seeds_needed if c else None, "verdict": judged}
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
 STATS_TEXT = """\
-- **Across seeds**: mean ± {pct}% Student-t interval, x̄ ± t(n−1) · s/√n over the seeds' final accuracies (s with
-  divisor n − 1). The Δ "across seeds" is the same interval over per-seed differences (paired by seed).
-- **Per problem**: a seed fixes the warm start, so at one seed every method starts from the same weights and answers
-  the same held-out problems. Pairs are (seed, problem) with the two methods' final greedy answers, pooled over seeds.
-  Δ weights each problem by 1/(size of its category), so it equals the difference of the accuracy means above.
-- **Paired bootstrap**: problems are resampled with replacement (a problem carries all its seeds); the {pct}% CI is the
-  percentile interval of the resampled Δ*, and the two-sided p = min(1, 2 · (1 + number of Δ* on the other side of 0)
-  / (B + 1)) inverts that interval: the CI excludes 0 when p < {alpha_ci} (up to ties and the +1).
-- **Exact McNemar**: b = pairs only A got right, c = pairs only B got right,
-  p = min(1, 2 · Σ_{{i ≤ min(b,c)}} C(b+c, i) / 2^(b+c)); it treats the pooled pairs as independent.
-- **Verdicts**: "beat" / "fell short of" when the paired-bootstrap p < {sig} (Δ above / below 0), otherwise
-  "was indistinguishable from". Each sentence also gives the across-seed interval, which with few seeds is wide.
+- **Across seeds (the primary test)**: a method's accuracy is one value per seed (that run's final evaluation). A
+  comparison pairs A and B by seed (same warm start, same held-out problems): d_s = A_s − B_s.
+  - *Paired t-interval*: d̄ ± t(n−1) · s_d/√n, the {pct}% interval of the mean difference (s_d with divisor n − 1).
+  - *Sign-flip p*: the exact permutation test, p = #{{ε ∈ {{±1}}^n : |Σ ε_s d_s| ≥ |Σ d_s|}} / 2^n over all 2^n sign
+    assignments; valid for any n, but never below 2/2^n (0.25 with 3 seeds: three seeds cannot establish anything).
+  - *Holm*: within each family (family 1: every pair of the main methods; family 2: HACPO against each ablation),
+    separately per column, over agents and pairs: with p_(1) ≤ … ≤ p_(m), adjusted p_(i) = max_{{j ≤ i}}
+    min(1, (m − j + 1) · p_(j)). Both raw and adjusted p are shown.
+  - *TOST*: equivalence within ±{margin} (`equivalence_margin`): p = max of the two one-sided t-test p-values of
+    H0: μ ≤ −{margin} and H0: μ ≥ +{margin} on the d_s (not adjusted; needs 2 seeds and s_d > 0).
+  - *Verdict*: "beat" ▲ / "fell short of" ▼ when the Holm-adjusted sign-flip p < {sig} (Δ above / below 0);
+    otherwise "matched" ≈ when the TOST p < {sig}; otherwise "not established" ○. A sentence says so whenever the
+    t-interval excludes 0 but the adjusted p does not pass, or the per-problem test disagrees, in either direction.
+  - *Seeds needed*: the smallest n with 80% power of a two-sided paired t-test at α = 0.05 (noncentral t) for the
+    observed d̄ and s_d; "—" when either is 0.
+- **These runs, per problem (secondary; never sets a verdict)**: at one seed every method starts from the same weights
+  and answers the same held-out problems. Pairs are (seed, problem), pooled over seeds. Δ weights each problem by
+  1/(size of its category), so it equals the difference of the accuracy means. These tests hold the trained runs
+  fixed: they say whether *these* runs differ, not whether the method would again with another seed.
+  - *Paired bootstrap*: problems resampled with replacement (a problem carries all its seeds); {pct}% percentile CI;
+    two-sided p = min(1, 2 · (1 + number of Δ* on the other side of 0) / (B + 1)).
+  - *Exact McNemar*: b = pairs only A got right, c = pairs only B got right,
+    p = min(1, 2 · Σ_{{i ≤ min(b,c)}} C(b+c, i) / 2^(b+c)); it treats the pooled pairs as independent.
+- **Accuracy intervals (Table 1)**: percentile bootstrap over seeds and problems: seeds and problems are both resampled
+  with replacement (a problem keeps all its seeds), statistic = mean over the drawn seeds of the category-weighted
+  accuracy; it stays inside [0, 1]. The step-0 base (no per-problem answers) uses the t-interval cut to [0, 1] (†).
 """
 
 

@@ -5,7 +5,8 @@ A training job is a parent run (role=parent; params = the resolved config) with 
 switched off, e.g. "GSPO×2", "HACPO", "HACPO −ω". Frames (one row per …):
     runs      agent run: run_id, parent_id, agent, seed, method, algorithm, experiment_id, …
     curves    (run_id, step, metric): eval/accuracy/*, reward/mean, rollouts_total, tokens_total, seconds
-              (seconds = the parent's cumulative time/step: training time, evaluations excluded)
+              (seconds = the parent's cumulative time/step: training time, evaluations excluded), and the mechanism
+              metrics when a run logged them: omega/<source>, capability/p_hat, cross/<source>/in_window
     problems  (run_id, benchmark, problem_id): per-problem scores of the final evaluation: the trainer's greedy
               held-out answers (benchmark 'heldout', artifact eval/step_N/<agent>.jsonl) and, for runs scored with
               `python -m hacrl_exp.evaluate` (role=eval runs tagged training_agent_run_id), each benchmark's
@@ -35,6 +36,18 @@ MECHANISM_LABELS = {
 }
 """Short names of HACPO's mechanisms in method labels ("HACPO −Adv" is the paper's "HACPO − Adv")."""
 CURVE_METRICS = ("reward/mean", "rollouts_total", "tokens_total")
+
+
+def is_mechanism_metric(key: str) -> bool:
+    """The trainer's per-agent mechanism metrics the report plots: ω per source, P̂, in-window share per source."""
+    parts = key.split("/")
+    return (
+        (len(parts) == 2 and parts[0] == "omega")
+        or key == "capability/p_hat"
+        or (len(parts) == 3 and parts[0] == "cross" and parts[2] == "in_window")
+    )
+
+
 BENCHMARK_COLUMNS = ["run_id", "benchmark", "step", "value"]
 HELDOUT = "heldout"
 """Benchmark name of the trainer's own held-out evaluation in the problems frame."""
@@ -159,7 +172,8 @@ def load_curves(client, runs: pd.DataFrame) -> pd.DataFrame:
     """(run_id, step, metric, value) for the eval/accuracy/* and CURVE_METRICS histories, plus 'seconds'."""
     rows = []
     for run in runs.itertuples():
-        keys = [k for k in client.get_run(run.run_id).data.metrics if k.startswith("eval/accuracy/")]
+        logged = client.get_run(run.run_id).data.metrics
+        keys = [k for k in logged if k.startswith("eval/accuracy/") or is_mechanism_metric(k)]
         for key in [*keys, *CURVE_METRICS]:
             rows += [(run.run_id, m.step, key, m.value) for m in client.get_metric_history(run.run_id, key)]
     seconds = []

@@ -7,9 +7,20 @@ import html
 import pandas as pd
 
 from hacrl_exp.evaluation.report import markdown_table
-from hacrl_exp.report.stats import BEAT, FELL_SHORT
+from hacrl_exp.report.claims import hypothesis_rows
+from hacrl_exp.report.stats import SYMBOL
 from hacrl_exp.report.tables import BASE, Comparison
-from hacrl_exp.report.text import bracket, interval, num, pval, sentence, signed
+from hacrl_exp.report.text import (
+    bracket,
+    headline,
+    headline_rows,
+    interval,
+    num,
+    pval,
+    seeds_needed_text,
+    sentence,
+    signed,
+)
 
 PAPER_REFS = {
     "capability_advantage": "paper Table 2, HACPO − Adv: the unweighted joint baseline",
@@ -18,34 +29,81 @@ PAPER_REFS = {
     "stepwise": "paper Fig. 4, no Stepwise: static cross window [1 − δ, 1]",
     "clip": "paper Fig. 4, no Clip: the raw cross ratio",
 }
-MARK = {BEAT: "▲", FELL_SHORT: "▼"}
-"""Marks on a Δ cell: significantly above (▲) or below (▼) zero; no mark: not significant."""
+
+
+def legend(significance: float, margin: float) -> str:
+    """What the verdict symbols mean."""
+    return (
+        f"Verdicts (across seeds, paired by seed): {SYMBOL['beat']} A above B and {SYMBOL['fell short of']} A below B "
+        f"(Holm-adjusted exact sign-flip p < {significance}); {SYMBOL['matched']} matched: equivalent within "
+        f"±{num(margin)} (TOST p < {significance}); {SYMBOL['not established']} not established (neither). "
+        "Columns marked *these runs* test over the problems of the trained runs, holding them fixed; they do not "
+        "speak to training randomness and never set a verdict."
+    )
 
 
 def accuracy_markdown(table: pd.DataFrame, columns: list[str]) -> str:
-    """Table-1 style: one row per agent and method, 'mean ± CI half-width' per category and for the mean."""
-    rows = [[r["agent"], r["method"], r["seeds"], *(interval(r[c]) for c in columns)] for _, r in table.iterrows()]
+    """Table-1 style: one row per agent and method, 'mean [low, high]' per category and for the mean; a † marks a
+    row whose interval is the t-interval across seeds (no per-problem answers) instead of the bootstrap."""
+    rows = [
+        [r["agent"], r["method"] + (" †" if r.get("interval") == "t" else ""), r["seeds"],
+         *(interval(r[c]) for c in columns)]
+        for _, r in table.iterrows()
+    ]  # fmt: skip
     return markdown_table(["agent", "method", "seeds", *columns], rows)
 
 
 def delta_markdown(found: list[Comparison], columns: list[str], level: float) -> str:
-    """One row per (agent, A vs B): Δ = A − B per category (▲/▼ where significant) and the full test on the mean."""
+    """One row per (agent, A vs B): Δ = A − B per category with its verdict symbol (each column its own Holm
+    family), the across-seed tests on the mean, and the per-problem tests on these runs."""
     pct, rows = round(100 * level), []
     index = {(c.agent, c.a, c.b, c.column): c for c in found}
     for c in (c for c in found if c.column == "mean"):
         cells = []
         for column in columns:
             one = index.get((c.agent, c.a, c.b, column))
-            cells.append(f"{signed(one.paired.delta)}{MARK.get(one.verdict, '')}" if one else "")
+            cells.append(f"{signed(one.seeds.mean)} {SYMBOL[one.verdict]}" if one else "")
         seeds = bracket(c.seeds.low, c.seeds.high) if c.seeds.n >= 2 else "n/a"
         rows.append(
-            [c.agent, f"{c.a} vs {c.b}", *cells, bracket(c.paired.low, c.paired.high), seeds,
-             pval(c.paired.p_bootstrap), pval(c.paired.p_mcnemar), f"{c.seeds_won}/{c.seeds.n}", c.verdict]
+            [c.agent, f"{c.a} vs {c.b}", *cells, seeds, pval(c.p_sign_flip), pval(c.p_holm), pval(c.p_tost),
+             f"{c.seeds_won}/{c.seeds.n}", seeds_needed_text(c.seeds_needed), c.verdict,
+             bracket(c.paired.low, c.paired.high), pval(c.paired.p_bootstrap), pval(c.paired.p_mcnemar)]
         )  # fmt: skip
     headers = ["agent", "A vs B", *[f"Δ {c}" for c in columns]]
-    headers += [f"Δ mean: {pct}% CI (problems)", f"{pct}% CI (seeds)", "p bootstrap", "p McNemar"]
-    headers += ["seeds ahead", "verdict"]
+    headers += [f"{pct}% CI (seeds)", "p sign-flip", "p Holm", "p TOST", "seeds ahead", "seeds needed", "verdict"]
+    headers += [f"these runs: {pct}% CI (problems)", "these runs: p bootstrap", "these runs: p McNemar"]
     return markdown_table(headers, rows)
+
+
+def headline_markdown(found: list[Comparison], cost: pd.DataFrame, level: float, task: str) -> str:
+    """The headline table (HACPO vs GSPO×2 and vs GSPO per agent) and its generated sentence."""
+    pct, rows = round(100 * level), []
+    for c in headline_rows(found):
+        seeds = bracket(c.seeds.low, c.seeds.high) if c.seeds.n >= 2 else "n/a"
+        rows.append(
+            [c.agent, f"HACPO vs {c.b}", signed(c.seeds.mean), seeds, bracket(c.paired.low, c.paired.high),
+             pval(c.p_holm), f"{SYMBOL[c.verdict]} {c.verdict}"]
+        )  # fmt: skip
+    headers = ["agent", "comparison", "Δ", f"{pct}% CI across seeds", f"{pct}% CI over problems (these runs)"]
+    table = markdown_table([*headers, "p Holm (seeds)", "verdict"], rows) if rows else ""
+    return "\n\n".join(filter(None, [table, headline(found, cost, level, task)]))
+
+
+def hypotheses_markdown(found: list[Comparison], methods: list[str], agents: list[str], level: float) -> str:
+    """One row per hypothesis and agent: the comparison, its across-seed interval and adjusted p, the verdict and
+    the seeds a paired t-test would need (80% power, α = 0.05) to detect the observed difference."""
+    pct, rows = round(100 * level), []
+    for h, agent, c, judged in hypothesis_rows(found, methods, agents):
+        if c is None:
+            rows.append([h.key, h.claim, agent, f"{h.a} vs {h.b}", "", "", "", judged, ""])
+            continue
+        seeds = bracket(c.seeds.low, c.seeds.high) if c.seeds.n >= 2 else "n/a"
+        rows.append(
+            [h.key, h.claim, agent, f"{c.a} vs {c.b}", signed(c.seeds.mean), seeds, pval(c.p_holm), judged,
+             seeds_needed_text(c.seeds_needed)]
+        )  # fmt: skip
+    headers = ["", "claim", "agent", "comparison", "Δ", f"{pct}% CI across seeds", "p Holm", "verdict"]
+    return markdown_table([*headers, "seeds needed"], rows)
 
 
 def cost_markdown(cost: pd.DataFrame) -> str:

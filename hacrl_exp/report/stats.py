@@ -12,6 +12,19 @@ Paired per problem (pairs (seed, problem) of 0/1 scores x_i for method A, y_i fo
                          inverted: its level-(1 − p) interval just reaches 0, so "CI excludes 0" ⟺ "p < 1 − level")
     exact McNemar        b = #{x=1, y=0}, c = #{x=0, y=1};  p = min(1, 2 · Σ_{i ≤ min(b, c)} C(b+c, i) / 2^(b+c));
                          p = 1 when b + c = 0. It treats the pairs as independent (pooled seeds included).
+Across seeds, paired by seed (the primary test: d_s = A_s − B_s, one difference per seed s, n seeds):
+    paired t-interval    d̄ ± t_{(1+level)/2, n−1} · s_d/√n (mean_t_interval of the differences)
+    sign-flip p          exact permutation test of "d is symmetric about 0": p = #{ε ∈ {±1}^n : |Σ ε_i d_i| ≥ |Σ d_i|}
+                         / 2^n (all 2^n sign assignments; valid for any n ≥ 1; smallest possible p is 2/2^n)
+    Holm                 p_(1) ≤ … ≤ p_(m) sorted; adjusted p_(i) = max_{j ≤ i} min(1, (m − j + 1) · p_(j))
+    TOST                 equivalence within ±m: p = max(P[T_{n−1} ≥ (d̄ + m)/(s_d/√n)], P[T_{n−1} ≤ (d̄ − m)/(s_d/√n)]);
+                         "matched" when p < α (⟺ the (1 − 2α) t-interval lies inside (−m, m)); NaN if s_d = 0
+    seeds needed         smallest n ≥ 2 with power(n) ≥ 0.8 of the two-sided paired t-test at α = 0.05 for the
+                         observed d̄ and s_d: power(n) = P[|T'| > t_{1−α/2, n−1}], T' noncentral t with n − 1 degrees of
+                         freedom and noncentrality √n · |d̄| / s_d
+    seed-and-problem     percentile interval of an accuracy mean (stays in [0, 1]): resample the seeds, and the problems
+    bootstrap            (a problem carries all its seeds), with replacement; statistic = mean over the drawn seeds of
+                         the weighted accuracy over the drawn problems
 """
 
 from __future__ import annotations
@@ -135,3 +148,141 @@ def verdict(delta: float, p: float, significance: float = 0.05) -> str:
     if not (math.isfinite(delta) and math.isfinite(p)) or p >= significance or delta == 0:
         return INDISTINGUISHABLE
     return BEAT if delta > 0 else FELL_SHORT
+
+
+# ---- across seeds: the primary test of a comparison -------------------------------------------------------------
+
+SIGN_FLIP_EXACT_MAX = 16
+"""Up to this many seeds every one of the 2^n sign assignments is enumerated (65 536 rows); above, a seeded draw."""
+
+
+def sign_flip_p(differences, draws: int = 100_000, seed: int = 0) -> float:
+    """Two-sided sign-flip permutation p of the per-seed differences d (H0: d symmetric about 0):
+    p = #{ε ∈ {±1}^n : |Σ ε_i d_i| ≥ |Σ d_i|} / 2^n, enumerated exactly for n ≤ SIGN_FLIP_EXACT_MAX
+    (above: (1 + #hits) / (draws + 1) over random ε). NaN for n = 0; 1 when every d_i is 0."""
+    d = np.asarray(differences, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    n = len(d)
+    if n == 0:
+        return math.nan
+    observed = abs(float(d.sum()))
+    tolerance = 1e-12 * max(1.0, float(np.abs(d).sum()))  # a sum equal to the observed one, up to rounding, counts
+    if n <= SIGN_FLIP_EXACT_MAX:
+        bits = (np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1
+        sums = np.abs((1 - 2 * bits) @ d)
+        return float(np.count_nonzero(sums >= observed - tolerance) / 2**n)
+    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(draws, n))
+    hits = np.count_nonzero(np.abs(signs @ d) >= observed - tolerance)
+    return float((1 + hits) / (draws + 1))
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm step-down adjusted p-values, in the input order: with p_(1) ≤ … ≤ p_(m),
+    adjusted p_(i) = max_{j ≤ i} min(1, (m − j + 1) · p_(j)). NaN entries stay NaN and are not counted in m."""
+    p = np.asarray(p_values, dtype=np.float64)
+    out = np.full_like(p, np.nan)
+    valid = np.flatnonzero(np.isfinite(p))
+    m = len(valid)
+    order = valid[np.argsort(p[valid], kind="stable")]
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * p[index]))
+        out[index] = running
+    return out
+
+
+def tost_p(differences, margin: float) -> float:
+    """Two one-sided t-tests of equivalence within ±margin on the per-seed differences d (n ≥ 2, s_d > 0):
+    p = max(P[T_{n−1} ≥ (d̄ + margin)/(s_d/√n)], P[T_{n−1} ≤ (d̄ − margin)/(s_d/√n)]).
+    NaN when n < 2 or s_d = 0: with no spread there is nothing to test against (identical seeds, e.g. all at
+    accuracy 0, are a degenerate case, not evidence of equivalence)."""
+    from scipy.stats import t
+
+    d = np.asarray(differences, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    n = len(d)
+    if n < 2:
+        return math.nan
+    mean, sd = float(d.mean()), float(d.std(ddof=1))
+    if sd == 0.0:
+        return math.nan
+    se = sd / math.sqrt(n)
+    p_lower = float(t.sf((mean + margin) / se, n - 1))  # H0: μ ≤ −margin
+    p_upper = float(t.cdf((mean - margin) / se, n - 1))  # H0: μ ≥ +margin
+    return max(p_lower, p_upper)
+
+
+def paired_t_power(n: int, mean: float, sd: float, alpha: float = 0.05) -> float:
+    """Power of the two-sided paired t-test with n pairs: P[|T'| > t_{1−α/2, n−1}], T' ~ noncentral t(n − 1,
+    √n · |mean| / sd)."""
+    from scipy.stats import nct, t
+
+    critical = float(t.ppf(1.0 - alpha / 2.0, n - 1))
+    shift = math.sqrt(n) * abs(mean) / sd
+    return float(nct.sf(critical, n - 1, shift) + nct.cdf(-critical, n - 1, shift))
+
+
+def seeds_needed(mean: float, sd: float, alpha: float = 0.05, power: float = 0.8, cap: int = 1_000_000) -> int | None:
+    """Smallest n ≥ 2 with paired_t_power(n, mean, sd, alpha) ≥ power: the seeds a two-sided paired t-test needs to
+    detect the observed mean difference with the observed SD. None when mean or sd is 0 or not finite (no effect
+    to detect, or no spread to plan with) or when more than `cap` seeds would be needed."""
+    if not (math.isfinite(mean) and math.isfinite(sd)) or mean == 0.0 or sd <= 0.0:
+        return None
+    high = 2
+    while paired_t_power(high, mean, sd, alpha) < power:  # power rises with n: double, then bisect
+        if high >= cap:
+            return None
+        high = min(2 * high, cap)
+    low = max(2, high // 2)
+    while low < high:
+        middle = (low + high) // 2
+        if paired_t_power(middle, mean, sd, alpha) >= power:
+            high = middle
+        else:
+            low = middle + 1
+    return high
+
+
+def seed_problem_bootstrap(
+    scores, weights=None, n_boot: int = 2000, seed: int = 0, level: float = 0.95
+) -> tuple[float, float]:
+    """Percentile interval of an accuracy mean over seeds and problems, resampling both (stays in [0, 1]).
+
+    scores: (S, P) per-seed, per-problem scores in [0, 1] (NaN: problem not answered at that seed); weights: (P,)
+    per-problem weights (1/|category| makes a seed's value the mean over categories). One resample draws S seeds and
+    P problems with replacement (a problem keeps its column across seeds) and takes the mean over the drawn seeds of
+    Σ w·x / Σ w over the drawn problems. Returns (low, high); (nan, nan) without a score.
+    """
+    x = np.asarray(scores, dtype=np.float64)
+    if x.ndim != 2 or x.size == 0 or not np.isfinite(x).any():
+        return math.nan, math.nan
+    w = np.ones(x.shape[1]) if weights is None else np.asarray(weights, dtype=np.float64)
+    mask = np.isfinite(x)
+    values, mass = np.where(mask, x, 0.0) * w, mask * w  # (S, P) weighted scores and the weight actually present
+    rng = np.random.default_rng(seed)
+    n_seeds, n_problems = x.shape
+    out = np.empty(max(n_boot, 1))
+    for i in range(len(out)):  # a loop keeps memory at O(S·P) whatever B is
+        rows = rng.integers(0, n_seeds, n_seeds)
+        cols = np.bincount(rng.integers(0, n_problems, n_problems), minlength=n_problems)  # draws per problem
+        num, den = values[rows] @ cols, mass[rows] @ cols
+        per_seed = num[den > 0] / den[den > 0]
+        out[i] = per_seed.mean() if len(per_seed) else np.nan
+    tail = (1.0 - level) / 2.0
+    low, high = np.nanquantile(out, [tail, 1.0 - tail])
+    return float(low), float(high)
+
+
+MATCHED, NOT_ESTABLISHED = "matched", "not established"
+SYMBOL = {BEAT: "▲", FELL_SHORT: "▼", MATCHED: "≈", NOT_ESTABLISHED: "○"}
+"""Compact verdict symbols: ▲ A above B, ▼ A below B, ≈ equivalent within the margin, ○ neither established."""
+
+
+def seed_verdict(delta: float, p_adjusted: float, p_tost: float, significance: float = 0.05) -> str:
+    """The verdict of a comparison, from the across-seed tests: BEAT / FELL_SHORT when the Holm-adjusted sign-flip
+    p < significance (Δ above / below 0), else MATCHED when the TOST p < significance, else NOT_ESTABLISHED."""
+    if math.isfinite(delta) and math.isfinite(p_adjusted) and p_adjusted < significance and delta != 0:
+        return BEAT if delta > 0 else FELL_SHORT
+    if math.isfinite(p_tost) and p_tost < significance:
+        return MATCHED
+    return NOT_ESTABLISHED

@@ -7,16 +7,31 @@ dataclasses); formatting is `render`'s job. "Final" is each run's last evaluatio
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
 from hacrl_exp.report.load import HELDOUT, MECHANISM_LABELS, ReportData
-from hacrl_exp.report.stats import Interval, PairedTest, mean_t_interval, paired_test, verdict
+from hacrl_exp.report.stats import (
+    Interval,
+    PairedTest,
+    holm,
+    mean_t_interval,
+    paired_test,
+    seed_problem_bootstrap,
+    seed_verdict,
+    seeds_needed,
+    sign_flip_p,
+    tost_p,
+    verdict,
+)
 
-MAIN_METHODS = ("GSPO", "GSPO×2", "Naive", "HACPO")
+MAIN_METHODS = ("GSPO", "GSPO×2", "GRPO", "Naive", "HACPO")
+"""Order of the main methods; in a comparison A is the later one, so HACPO is always A."""
 BASELINES = ("GSPO", "GSPO×2")
+MAIN, ABLATION = "main", "ablation"
+"""The two families of tests Holm adjusts separately (per column): every pair of main methods, HACPO vs ablations."""
 BASE = "base (step 0)"
 """The warm-started agents before RL: every method's step-0 evaluation at that seed."""
 
@@ -51,19 +66,67 @@ def methods_in(data: ReportData, order: tuple[str, ...] = MAIN_METHODS) -> list[
     return [m for m in order if m in present] + sorted(present - set(order))
 
 
-def accuracy_table(final: pd.DataFrame, methods: list[str], columns: list[str], level: float) -> pd.DataFrame:
-    """Rows (agent, method) × columns: Interval (mean and t-interval across seeds) of the final accuracy."""
+def main_pairs(methods: list[str]) -> list[tuple[str, str]]:
+    """Every pair of the main methods present, (later, earlier) in MAIN_METHODS order: A = the later method."""
+    main = [m for m in MAIN_METHODS if m in methods]
+    return [(a, b) for i, a in enumerate(main) for b in main[:i]]
+
+
+def accuracy_table(
+    final: pd.DataFrame,
+    methods: list[str],
+    columns: list[str],
+    level: float,
+    data: ReportData | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Rows (agent, method) × columns: Interval of the final accuracy, mean over seeds.
+
+    The interval is the seed-and-problem bootstrap (stats.seed_problem_bootstrap, inside [0, 1]) when `data` holds
+    the per-problem answers of those runs; otherwise (the step-0 base, which has none) the t-interval across seeds
+    cut to [0, 1], and the row's `interval` says which ("bootstrap" / "t").
+    """
     rows = []
     for agent in sorted(final["agent"].unique()):
         for method in methods:
             part = final[(final["agent"] == agent) & (final["method"] == method)]
             if part.empty:
                 continue
-            row = {"agent": agent, "method": method, "seeds": part["seed"].nunique()}
+            row = {"agent": agent, "method": method, "seeds": part["seed"].nunique(), "interval": "bootstrap"}
             for column in columns:
-                row[column] = mean_t_interval(part.loc[part["column"] == column, "value"], level)
+                values = part.loc[part["column"] == column, "value"]
+                t_iv = mean_t_interval(values, level)
+                matrix = problem_matrix(data, agent, method, column) if data is not None else None
+                if matrix is None or t_iv.n == 0:
+                    low, high = max(t_iv.low, 0.0), min(t_iv.high, 1.0)  # accuracies: keep the interval in [0, 1]
+                    row["interval"] = "t" if t_iv.n else row["interval"]
+                else:
+                    low, high = seed_problem_bootstrap(*matrix, n_boot=n_boot, seed=seed, level=level)
+                row[column] = Interval(t_iv.mean, low, high, t_iv.n)
             rows.append(row)
     return pd.DataFrame(rows)
+
+
+def problem_matrix(data: ReportData, agent: str, method: str, column: str):
+    """(scores (seeds × problems), weights (problems,)) of the final per-problem answers, or None without any.
+    Weights are 1/|category| for the held-out mean (a mean over categories, as the logged metric), else 1."""
+    runs = data.runs[(data.runs["agent"] == agent) & (data.runs["method"] == method)]
+    scored = data.problems.merge(runs[["run_id", "seed"]], on="run_id")
+    if column in set(data.benchmarks["benchmark"]):
+        scored = scored[scored["benchmark"] == column]
+    else:
+        scored = scored[scored["benchmark"] == HELDOUT]
+        scored = scored if column == "mean" else scored[scored["category"] == column]
+    if scored.empty:
+        return None
+    wide = scored.pivot_table(index="seed", columns="problem_id", values="score", aggfunc="mean")
+    if column == "mean" and column not in set(data.benchmarks["benchmark"]):
+        category = scored.groupby("problem_id")["category"].first().reindex(wide.columns)
+        weights = 1.0 / category.map(category.value_counts()).to_numpy(dtype=float)
+    else:
+        weights = None
+    return wide.to_numpy(dtype=float), weights
 
 
 @dataclass(frozen=True)
@@ -80,11 +143,38 @@ class Comparison:
     """Per-problem paired bootstrap and McNemar, (seed, problem) pairs pooled over seeds."""
     seeds_won: int
     significance: float = 0.05
+    per_seed: tuple[float, ...] = ()
+    """The per-seed differences d_s = A_s − B_s (in seed order)."""
+    p_sign_flip: float = math.nan
+    """Exact sign-flip permutation p of the per-seed differences (the primary test), before adjustment."""
+    p_holm: float = math.nan
+    """p_sign_flip Holm-adjusted within its family (same column, same family); set by adjust()."""
+    p_tost: float = math.nan
+    """TOST p of equivalence within ±margin on the per-seed differences."""
+    margin: float = 0.02
+    family: str = MAIN
 
     @property
     def verdict(self) -> str:
-        """'beat', 'fell short of' or 'was indistinguishable from', from the paired bootstrap's Δ and p."""
+        """'beat' / 'fell short of' (Holm-adjusted sign-flip p < significance), 'matched' (TOST p < significance),
+        else 'not established': the across-seed verdict (stats.seed_verdict)."""
+        return seed_verdict(self.seeds.mean, self.p_holm, self.p_tost, self.significance)
+
+    @property
+    def runs_verdict(self) -> str:
+        """The per-problem verdict on these runs ('beat', 'fell short of', 'was indistinguishable from'): paired
+        bootstrap p < significance; it treats the trained runs as fixed."""
         return verdict(self.paired.delta, self.paired.p_bootstrap, self.significance)
+
+    @property
+    def sd(self) -> float:
+        """Sample SD (divisor n − 1) of the per-seed differences; NaN with fewer than 2 seeds."""
+        return float(np.std(self.per_seed, ddof=1)) if len(self.per_seed) >= 2 else math.nan
+
+    @property
+    def seeds_needed(self) -> int | None:
+        """Seeds for 80% power of a two-sided paired t-test at α = 0.05 to detect the observed mean difference."""
+        return seeds_needed(self.seeds.mean, self.sd)
 
 
 def compare(
@@ -95,6 +185,8 @@ def compare(
     b: str,
     column: str = "mean",
     significance: float = 0.05,
+    margin: float = 0.02,
+    family: str = MAIN,
     **boot,
 ) -> Comparison | None:
     """Compare methods a and b for one agent at the seeds both have; None when they share no seed."""
@@ -117,7 +209,11 @@ def compare(
     test = paired_test(pairs["score_a"], pairs["score_b"], pairs["problem_id"], weights, **boot)
     won = int(np.sum(per_seed.to_numpy() > 0))
     interval = mean_t_interval(per_seed, boot.get("level", 0.95))
-    return Comparison(agent, a, b, column, interval, test, won, significance)
+    d = tuple(float(x) for x in per_seed.to_numpy())
+    return Comparison(
+        agent, a, b, column, interval, test, won, significance, d, sign_flip_p(d), math.nan, tost_p(d, margin),
+        margin, family,
+    )  # fmt: skip
 
 
 def problem_pairs(data: ReportData, agent: str, a: str, b: str, seeds: list[int], column: str) -> pd.DataFrame:
@@ -138,7 +234,7 @@ def problem_pairs(data: ReportData, agent: str, a: str, b: str, seeds: list[int]
 def comparisons(
     data: ReportData, final: pd.DataFrame, pairs: list[tuple[str, str]], columns: list[str], **settings
 ) -> list[Comparison]:
-    """compare() for every agent, every (a, b) present, every column."""
+    """compare() for every agent, every (a, b) present, every column; sign-flip p Holm-adjusted (adjust())."""
     present = set(data.runs["method"])
     out = []
     for agent in sorted(data.runs["agent"].unique()):
@@ -148,6 +244,20 @@ def comparisons(
                     found = compare(data, final, agent, a, b, column, **settings)
                     if found is not None:
                         out.append(found)
+    return adjust(out)
+
+
+def adjust(found: list[Comparison]) -> list[Comparison]:
+    """Holm-adjust the sign-flip p-values within each family: the comparisons of one family on one column, over
+    every agent and pair (so a family is the set of claims made about one outcome)."""
+    out = list(found)
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, c in enumerate(out):
+        groups.setdefault((c.family, c.column), []).append(i)
+    for members in groups.values():
+        adjusted = holm([out[i].p_sign_flip for i in members])
+        for i, p in zip(members, adjusted):
+            out[i] = replace(out[i], p_holm=float(p))
     return out
 
 

@@ -9,7 +9,8 @@ import pytest
 from hacrl_exp.config.preflight import preflight
 from hacrl_exp.config.report_schema import validate_report
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.report.stats import verdict
+from hacrl_exp.report.stats import seed_verdict, sign_flip_p
+from hacrl_exp.report.text import signed
 from hacrl_exp.trainer.loop import train
 from tests.e2e.tiny import tiny_overrides
 
@@ -106,13 +107,16 @@ def test_report_files_exist(report):
     assert html.startswith("<!doctype html>") and "<table>" in html and 'src="plots/final_accuracy.png"' in html
     pngs = sorted(p.name for p in (folder / "plots").glob("*.png"))
     for agent in ("opt_char", "gpt2_bpe"):
-        assert {f"curves_main_{agent}.png", f"curves_ablations_{agent}.png", f"reward_{agent}.png"} <= set(pngs)
+        expected = {f"curves_main_{agent}.png", f"curves_ablations_{agent}.png", f"reward_{agent}.png"}
+        assert expected | {f"mechanisms_{agent}.png"} <= set(pngs)  # the trainer logs ω, P̂ and the window share
     assert {"final_accuracy.png", "cost.png", "alpha_response.png"} <= set(pngs)
+    assert (folder / "headline.md").read_text().startswith(built.headline)
     for png in (folder / "plots").glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, png
         assert f"plots/{png.name}" in built.markdown  # every plot is shown in the report
     tables = {p.name for p in (folder / "tables").iterdir()}
-    assert {"accuracy.csv", "cost.csv", "comparisons.csv", "alpha_trials.csv"} <= tables
+    assert {"accuracy.csv", "accuracy_intervals.csv", "cost.csv", "comparisons.csv", "hypotheses.csv"} <= tables
+    assert "alpha_trials.csv" in tables
 
 
 def test_table_numbers_match_mlflow(report):
@@ -125,38 +129,46 @@ def test_table_numbers_match_mlflow(report):
             values = [finals[(agent, method, seed)] for seed in SEEDS]
             cell = table.loc[(agent, method), "mean"]
             assert cell.mean == pytest.approx(sum(values) / len(values), abs=1e-12)
-            assert cell.n == len(SEEDS)
+            assert cell.n == len(SEEDS) and 0.0 <= cell.low <= cell.mean <= cell.high <= 1.0
             row = next(line for line in built.markdown.splitlines() if line.startswith(f"| {agent} | {method} | 2 |"))
-            assert f"{cell.mean:.3f} ± {cell.half_width:.3f}" in row
+            shown = (
+                f"{cell.mean:.3f}" if cell.low == cell.high else f"{cell.mean:.3f} [{cell.low:.3f}, {cell.high:.3f}]"
+            )
+            assert f"| {shown} |" in row  # tiny runs can score 0 everywhere: no spread, the mean alone
 
 
 def test_paired_delta_equals_difference_of_logged_accuracies(report):
     built, uri, _ = report
     finals = final_from_mlflow(uri)
     mean_rows = [c for c in built.comparisons if c.column == "mean"]
-    assert {(c.a, c.b) for c in mean_rows} >= {("HACPO", "GSPO"), ("HACPO", "GSPO×2"), ("HACPO −ω", "HACPO")}
+    assert {(c.a, c.b) for c in mean_rows} == {("HACPO", "GSPO"), ("HACPO", "GSPO×2"), ("GSPO×2", "GSPO"),
+                                               ("HACPO", "HACPO −ω")}  # fmt: skip
     for c in mean_rows:
         per_seed = [finals[(c.agent, c.a, s)] - finals[(c.agent, c.b, s)] for s in SEEDS]
         assert c.paired.delta == pytest.approx(sum(per_seed) / len(per_seed), abs=1e-9)
         assert c.seeds.mean == pytest.approx(c.paired.delta, abs=1e-9)
         assert c.paired.pairs == 24 * len(SEEDS) and c.paired.problems == 24
         assert c.paired.low <= c.paired.delta <= c.paired.high
+        assert c.per_seed == pytest.approx(per_seed) and c.p_sign_flip == pytest.approx(sign_flip_p(per_seed))
 
 
 def test_statements_match_the_numbers(report):
     built, _, _ = report
     for c in (c for c in built.comparisons if c.column == "mean"):
-        expected = verdict(c.paired.delta, c.paired.p_bootstrap, 0.05)
+        expected = seed_verdict(c.seeds.mean, c.p_holm, c.p_tost, 0.05)
         assert c.verdict == expected
-        text = f"- {c.a} {expected} {c.b} for {c.agent}: Δ = {c.paired.delta:+.3f} in held-out accuracy"
-        assert text in built.markdown
-    head = built.markdown.split("**Headline.**", 1)[1]
+        assert expected not in ("beat", "fell short of")  # 2 seeds: no sign-flip p below 2/2² = 0.5
+        line = next(x for x in built.markdown.splitlines() if x.startswith("- ") and f"{c.a} " in x and
+                    f" {c.b} for {c.agent}" in x)  # fmt: skip
+        assert f"Δ = {signed(c.seeds.mean)} in held-out accuracy" in line and expected in line
+        assert "With 2 seeds no sign-flip p can be below 0.500" in line
+    head = built.markdown.split("## Headline", 1)[1].split("\n## ", 1)[0]
+    assert built.headline in head
     mine = [c for c in built.comparisons if (c.a, c.b, c.column) == ("HACPO", "GSPO×2", "mean")]
-    good = sum(c.verdict != "fell short of" for c in mine)
-    assert f"GSPO×2 for {good} of {len(mine)} agents" in head
+    won = sum(c.verdict == "beat" for c in mine)
+    assert f"is supported for {won} of {len(mine)} agents" in head
     for c in mine:
-        assert f"for {c.agent}, with 0.50× the rollouts of GSPO×2, HACPO {c.verdict} it" in head
-        assert f"Δ = {c.paired.delta:+.3f}" in head
+        assert f"against GSPO×2 for {c.agent}, with 0.50× its rollouts: {c.verdict} (Δ = {signed(c.seeds.mean)}" in head
 
 
 def test_rollout_cost_table(report):
@@ -232,7 +244,8 @@ def test_benchmark_column_from_evaluation_runs(report):
         if values:  # HACPO and GSPO×2 were evaluated at both seeds
             assert cell.n == 2 and cell.mean == pytest.approx(sum(values) / 2)
         else:
-            assert cell.n == 0 and f"| {agent} | {method} |" in built.markdown  # an empty cell, not a zero
+            row = next(x for x in built.markdown.splitlines() if x.startswith(f"| {agent} | {method}"))
+            assert cell.n == 0 and row.split("|")[-2].strip() == ""  # the arithmetic cell (last) is empty, not 0
     found = [c for c in built.comparisons if (c.a, c.b, c.column) == ("HACPO", "GSPO×2", "arithmetic")]
     assert len(found) == 2
     for c in found:
@@ -244,4 +257,5 @@ def test_benchmark_column_from_evaluation_runs(report):
 def test_comparisons_csv_round_trips(report):
     built, _, _ = report
     rows = (built.folder / "tables" / "comparisons.csv").read_text().splitlines()
-    assert rows[0].startswith("agent,a,b,column,delta") and len(rows) == 1 + len(built.comparisons)
+    assert rows[0].startswith("agent,a,b,column,family,delta") and len(rows) == 1 + len(built.comparisons)
+    assert ",p_sign_flip,p_holm,equivalence_margin,p_tost," in rows[0]

@@ -9,10 +9,19 @@ from hacrl_exp.report.stats import (
     BEAT,
     FELL_SHORT,
     INDISTINGUISHABLE,
+    MATCHED,
+    NOT_ESTABLISHED,
+    holm,
     mcnemar_exact,
     mean_t_interval,
     paired_bootstrap,
+    paired_t_power,
     paired_test,
+    seed_problem_bootstrap,
+    seed_verdict,
+    seeds_needed,
+    sign_flip_p,
+    tost_p,
     verdict,
 )
 
@@ -135,3 +144,124 @@ def test_verdict_rules():
     assert verdict(0.0, 0.001) == INDISTINGUISHABLE
     assert verdict(0.05, 0.03, significance=0.01) == INDISTINGUISHABLE
     assert verdict(float("nan"), 0.01) == INDISTINGUISHABLE
+
+
+# ---- across-seed inference -------------------------------------------------------------------------------------
+
+
+def t2_cdf(x: float) -> float:
+    """Student t with 2 degrees of freedom has a closed-form CDF: 1/2 + x / (2 · sqrt(2 + x²))."""
+    return 0.5 + x / (2.0 * math.sqrt(2.0 + x * x))
+
+
+def test_sign_flip_p_n3_hand_enumeration():
+    # d = (0.1, 0.2, −0.05), |Σ d| = 0.25. The 8 signed sums: +++ 0.25, ++− 0.35, +−+ −0.15, +−− −0.05,
+    # −++ 0.05, −+− 0.15, −−+ −0.35, −−− −0.25: four reach |0.25| (+++, ++−, −−+, −−−), so p = 4/8.
+    assert sign_flip_p([0.1, 0.2, -0.05]) == pytest.approx(4 / 8)
+    # all of one sign: only +++ and −−− reach the observed sum: p = 2/8, the smallest p 3 seeds can give
+    assert sign_flip_p([1.0, 2.0, 3.0]) == pytest.approx(2 / 8)
+    assert sign_flip_p([-0.02, -0.01, -0.03]) == pytest.approx(2 / 8)
+
+
+def test_sign_flip_p_n4_hand_enumeration():
+    # d = (0.3, 0.1, 0.2, −0.1), Σ d = 0.5. With ε1 = +, the sums over (ε2, ε3, ε4): +++ 0.5 ✓, ++− 0.7 ✓, +−+ 0.1,
+    # +−− 0.3, −++ 0.3, −+− 0.5 ✓, −−+ −0.1, −−− 0.1: 3 of 8 reach 0.5; ε1 = − mirrors them: p = 6/16.
+    # The two ties at exactly 0.5 count (the float sums differ from 0.5 in the last bits).
+    assert sign_flip_p([0.3, 0.1, 0.2, -0.1]) == pytest.approx(6 / 16)
+    assert sign_flip_p([0.1, 0.1, 0.1, 0.1]) == pytest.approx(2 / 16)
+
+
+def test_sign_flip_p_edges_and_large_n():
+    assert math.isnan(sign_flip_p([])) and sign_flip_p([0.0, 0.0, 0.0]) == 1.0
+    assert sign_flip_p([0.3]) == 1.0  # one seed: both signs reach |d|
+    assert sign_flip_p([0.1, float("nan"), 0.2]) == pytest.approx(2 / 4)  # NaNs dropped: n = 2
+    # above the exact limit a seeded draw: 20 equal positive differences give p ≈ 2 / 2^20, i.e. (1 + 0)/(draws + 1)
+    assert sign_flip_p(np.full(20, 0.1), draws=999) == pytest.approx(1 / 1000)
+
+
+def test_holm_hand_values():
+    # sorted 0.005, 0.01, 0.03, 0.04 (m = 4): 4·0.005 = 0.02; 3·0.01 = 0.03; 2·0.03 = 0.06; max(0.06, 1·0.04) = 0.06
+    assert holm([0.01, 0.04, 0.03, 0.005]) == pytest.approx([0.03, 0.06, 0.06, 0.02])
+    # capped at 1: 2·0.6 = 1.2 → 1, then max(1, 0.7) = 1
+    assert holm([0.6, 0.7]) == pytest.approx([1.0, 1.0])
+    # NaN stays NaN and is not counted: m = 2, 2·0.02 = 0.04, max(0.04, 0.5) = 0.5
+    adjusted = holm([0.02, float("nan"), 0.5])
+    assert adjusted[0] == pytest.approx(0.04) and math.isnan(adjusted[1]) and adjusted[2] == pytest.approx(0.5)
+    assert holm([0.3]) == pytest.approx([0.3]) and len(holm([])) == 0
+
+
+def test_tost_hand_values():
+    # d = (0.01, 0, −0.01): d̄ = 0, s = 0.01, se = 0.01/√3; both one-sided t = 0.02/se = 3.4641, df 2:
+    # p = 1 − F(3.4641) = 0.03709 (closed-form t(2) CDF)
+    se = 0.01 / math.sqrt(3)
+    assert tost_p([0.01, 0.0, -0.01], 0.02) == pytest.approx(1 - t2_cdf(0.02 / se), rel=1e-9)
+    assert 1 - t2_cdf(0.02 / se) == pytest.approx(0.037090, abs=1e-6)
+    # d = (0.03, 0.01, 0.02): d̄ = 0.02 on the margin: the upper test has t = 0, p = 0.5; lower t = 0.04/se
+    assert tost_p([0.03, 0.01, 0.02], 0.02) == pytest.approx(0.5)
+    assert tost_p([0.03, 0.01, 0.02], 0.05) == pytest.approx(max(1 - t2_cdf(0.07 / se), t2_cdf(-0.03 / se)))
+    assert math.isnan(tost_p([0.01], 0.02))  # one seed: no spread
+    assert math.isnan(tost_p([0.01, 0.01], 0.02)) and math.isnan(tost_p([0.0, 0.0, 0.0], 0.02))  # s = 0
+
+
+def test_paired_t_interval_of_differences_hand_value():
+    # per-seed differences (0.15, 0.15, −0.05): d̄ = 0.08333, s = sqrt(((1/15)² · 2 + (2/15)²) / 2) = 0.11547;
+    # t(0.975, 2) = 4.302653 (closed form (2q − 1) · sqrt(2 / (4q(1 − q))), q = 0.975); half = t · s / √3 = 0.28684
+    iv = mean_t_interval([0.15, 0.15, -0.05])
+    q = 0.975
+    t = (2 * q - 1) * math.sqrt(2 / (4 * q * (1 - q)))
+    s = math.sqrt(((1 / 15) ** 2 * 2 + (2 / 15) ** 2) / 2)
+    assert t == pytest.approx(4.302653, abs=1e-6) and s == pytest.approx(0.11547, abs=1e-5)
+    assert iv.mean == pytest.approx(0.25 / 3)
+    assert (iv.low, iv.high) == pytest.approx((0.25 / 3 - t * s / math.sqrt(3), 0.25 / 3 + t * s / math.sqrt(3)))
+    assert iv.half_width == pytest.approx(0.28684, abs=1e-5)
+
+
+def test_seeds_needed_against_published_power_tables():
+    # two-sided paired t-test, α = 0.05, power 0.8 (G*Power's "means: difference from constant"): effect size
+    # d̄/s_d = 1 needs n = 10 (actual power 0.8031), d̄/s_d = 0.5 needs n = 34 (actual power 0.8078)
+    assert seeds_needed(0.5, 0.5) == 10 and seeds_needed(-0.05, 0.05) == 10
+    assert paired_t_power(10, 1.0, 1.0) == pytest.approx(0.8031, abs=5e-4)
+    assert paired_t_power(9, 1.0, 1.0) < 0.8  # 10 is the smallest
+    assert seeds_needed(0.25, 0.5) == 34
+    assert paired_t_power(34, 0.5, 1.0) == pytest.approx(0.8078, abs=5e-4) and paired_t_power(33, 0.5, 1.0) < 0.8
+    # no effect or no spread: nothing to plan with
+    assert seeds_needed(0.0, 0.1) is None and seeds_needed(0.1, 0.0) is None and seeds_needed(0.1, math.nan) is None
+
+
+def test_seeds_needed_normal_approximation_for_a_small_effect():
+    # for a small effect the t-test n approaches the normal formula ((z_0.975 + z_0.8) / (d̄/s_d))² = 784.9 at 0.1,
+    # plus about one for the t's heavier tails: 787 (G*Power: 787)
+    assert ((1.959964 + 0.841621) / 0.1) ** 2 == pytest.approx(784.9, abs=0.1)
+    assert seeds_needed(0.01, 0.1) == 787
+
+
+def test_seed_problem_bootstrap_stays_in_unit_interval():
+    rng = np.random.default_rng(2)
+    scores = (rng.random((3, 120)) < np.array([[0.95], [0.9], [0.99]])).astype(float)
+    low, high = seed_problem_bootstrap(scores, n_boot=400, seed=1)
+    assert 0.0 <= low <= scores.mean() <= high <= 1.0
+    assert seed_problem_bootstrap(np.ones((3, 50)), n_boot=100) == (1.0, 1.0)  # a t-interval would not be
+    assert seed_problem_bootstrap(scores, n_boot=400, seed=1) == (low, high)  # seeded
+    assert all(math.isnan(x) for x in seed_problem_bootstrap(np.full((2, 3), np.nan)))
+
+
+def test_seed_problem_bootstrap_weights_and_seed_spread():
+    # weights 1/|category| make a seed's value the mean over categories: category a (1 problem, always right),
+    # category b (3 problems, never right) → 0.5 at every resample that draws both, never 0.25 (the problem mean)
+    scores = np.array([[1.0, 0.0, 0.0, 0.0]] * 2)
+    low, high = seed_problem_bootstrap(scores, weights=np.array([1.0, 1 / 3, 1 / 3, 1 / 3]), n_boot=300)
+    assert 0.0 <= low <= 0.5 <= high <= 1.0
+    # seeds that disagree widen the interval against seeds that agree on the same mean
+    agree = np.tile((np.arange(200) < 100).astype(float), (4, 1))
+    disagree = np.stack([(np.arange(200) < k).astype(float) for k in (40, 160, 40, 160)])
+    width = [np.subtract(*seed_problem_bootstrap(x, n_boot=500, seed=0)[::-1]) for x in (agree, disagree)]
+    assert width[1] > 1.5 * width[0]
+
+
+def test_seed_verdict_rules():
+    assert seed_verdict(0.05, 0.01, 0.9) == BEAT
+    assert seed_verdict(-0.05, 0.01, 0.9) == FELL_SHORT
+    assert seed_verdict(0.001, 0.6, 0.01) == MATCHED
+    assert seed_verdict(0.05, 0.2, 0.3) == NOT_ESTABLISHED
+    assert seed_verdict(0.05, float("nan"), float("nan")) == NOT_ESTABLISHED
+    assert seed_verdict(0.05, 0.03, 0.9, significance=0.01) == NOT_ESTABLISHED
