@@ -132,5 +132,6 @@ def test_agent_names_are_safe_and_unique(names):
     raw = OmegaConf.to_container(compose_config(tiny_overrides("pair")))
     members = list(raw["agents"]["members"].values())
     raw["agents"]["members"] = dict(zip(names, members))
-    with pytest.raises(ConfigError, match=r"^agents\.members\.(\S+: an agent name may hold only|\S+ and agents\.members\.\S+ collide)"):
+    refused = r"^agents\.members\.(.+: an agent name may hold only|\S+ and agents\.members\.\S+ collide)"
+    with pytest.raises(ConfigError, match=refused):
         validate(raw)
