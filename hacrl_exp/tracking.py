@@ -20,6 +20,7 @@ import os
 import re
 import time
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -182,7 +183,7 @@ class MlflowTracker:
             metrics = self.pending[run_id]
             while metrics:
                 batch = metrics[:1000]
-                if not self._write(lambda: self.client.log_batch(run_id, metrics=batch), "metrics"):
+                if not self._write(partial(self.client.log_batch, run_id, metrics=batch), "metrics"):
                     return
                 del metrics[: len(batch)]
                 crash_point("mlflow")  # fault-injection hook (hacrl_exp.faults): a kill between MLflow batches
@@ -202,13 +203,13 @@ class MlflowTracker:
         """Tag the parent and every agent run."""
         for run_id in self.run_ids.values():
             for key, value in tags.items():
-                self._write(lambda: self.client.set_tag(run_id, key, value), f"tag {key}")
+                self._write(partial(self.client.set_tag, run_id, key, value), f"tag {key}")
 
     def close(self, status: str = "FINISHED") -> None:
         """Flush, then mark every run `status`; a store still down leaves them RUNNING, with a warning."""
         self.flush()
         for run_id in self.run_ids.values():
-            self._write(lambda: self.client.set_terminated(run_id, status=status), f"status {status}")
+            self._write(partial(self.client.set_terminated, run_id, status=status), f"status {status}")
         if self.pending or self.down:
             log.warning(
                 "MLflow store %s still unavailable at the end: runs not marked %s; resume the run "

@@ -62,7 +62,13 @@ def _sqlite_problem(uri: str, timeout: float) -> str | None:
     path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else ""
     if not path or path == ":memory:":
         return None
-    file = Path(path)
+    try:
+        return _sqlite_file_problem(Path(path), timeout)
+    except OSError as exc:  # e.g. a folder on the way this user may not enter
+        return f"{path}: {exc.strerror or exc}"
+
+
+def _sqlite_file_problem(file: Path, timeout: float) -> str | None:
     if not file.parent.is_dir():
         return f"the folder {file.parent} does not exist"
     if not file.exists():

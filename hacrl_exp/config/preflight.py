@@ -15,9 +15,9 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException
-from yaml import MarkedYAMLError
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
+from yaml import MarkedYAMLError
 
 from hacrl_exp.config.schema import Config
 from hacrl_exp.config.validate import describe, validate

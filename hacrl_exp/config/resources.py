@@ -31,7 +31,11 @@ def model_bytes(agent: AgentConfig) -> int:
 
 def step_bytes(config: Config, agent: AgentConfig) -> int:
     """Rollout rows one agent keeps during a step (its own, and its partners' re-tokenised for it)."""
-    rows = config.trainer.prompts_per_step * config.trainer.group_size * ALGORITHMS[config.algorithm.name].rollout_multiplier
+    rows = (
+        config.trainer.prompts_per_step
+        * config.trainer.group_size
+        * ALGORITHMS[config.algorithm.name].rollout_multiplier
+    )
     tokens = min(config.task.max_prompt_tokens, agent.model.max_positions) + config.rollout.max_new_tokens
     return rows * tokens * BYTES_PER_TOKEN_ROW * len(config.agents.members)
 

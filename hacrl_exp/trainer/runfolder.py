@@ -121,6 +121,7 @@ def plan_run(config: Config, output_dir: Path | None) -> RunPlan:
     trainer = config.trainer
     if not trainer.resume:
         if output_dir is not None:
+            check_unlocked(output_dir)
             check_new_run_folder(output_dir)
         return RunPlan(output_dir or Path("."))
     resume = Path(trainer.resume).expanduser()
@@ -145,6 +146,7 @@ def plan_run(config: Config, output_dir: Path | None) -> RunPlan:
             f"trainer.output_dir={trainer.output_dir} is not the run folder of trainer.resume={trainer.resume} "
             f"({run}); drop trainer.output_dir or set it to {run}"
         )
+    check_unlocked(run)
     state = json.loads((checkpoint / "state.json").read_text())
     check_same_config(config_params(config), state, trainer.resume)
     return RunPlan(run, checkpoint, state)
@@ -168,6 +170,27 @@ def prepare_run(config: Config, output_dir: Path | None) -> tuple[Config, RunPla
     return config, plan
 
 
+def _in_use(folder: Path, holder: str) -> ConfigError:
+    return ConfigError(
+        f"trainer.output_dir={folder} is in use by process {holder or '?'} (it holds {folder / LOCK}); "
+        "wait for it to end, or give another trainer.output_dir"
+    )
+
+
+def check_unlocked(folder: Path) -> None:
+    """Refuse a run folder another process holds, without writing anything (a probe of its lock)."""
+    lock = folder / LOCK
+    if not lock.is_file():
+        return
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise _in_use(folder, lock.read_text().strip()) from None
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+
+
 class RunLock:
     """An exclusive lock on a run folder for the life of the training; a second holder gets a ConfigError."""
 
@@ -180,12 +203,9 @@ class RunLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            holder = os.read(fd, 64).decode(errors="replace").strip()
             os.close(fd)
-            raise ConfigError(
-                f"trainer.output_dir={self.folder} is in use by process {holder} (it holds {self.folder / LOCK}); "
-                "wait for it to end, or give another trainer.output_dir"
-            ) from None
+            raise _in_use(self.folder, holder) from None
         os.ftruncate(fd, 0)
         os.write(fd, str(os.getpid()).encode())
         self.fd = fd

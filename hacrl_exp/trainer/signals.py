@@ -21,8 +21,9 @@ class StopRequests:
         if self.signum is not None:
             raise KeyboardInterrupt  # the second signal: stop now; checkpoints are atomic, the last one stays valid
         self.signum = signum
+        name = signal.Signals(signum).name
         print(
-            f"{signal.Signals(signum).name}: finishing this step and writing a checkpoint; Ctrl-C again to stop at once",
+            f"{name}: finishing this step and writing a checkpoint; Ctrl-C again to stop at once",
             file=sys.stderr,
             flush=True,
         )
