@@ -1,9 +1,9 @@
 """Data rows, validated the same way by every loader (training tasks and benchmarks), with one policy for bad rows.
 
 A bad row is a line that is not UTF-8, not JSON or not a JSON object, a blank line between rows, a row holding
-text that cannot be encoded as UTF-8 (a lone surrogate escape such as \ud800) or a non-finite number (NaN,
-Infinity, 1e400), a row whose required field is missing or empty, or a row whose id repeats an earlier one. The policy (`task.bad_rows`) says
-what happens to it:
+text that cannot be encoded as UTF-8 (a lone surrogate escape such as \\ud800) or a non-finite number (NaN,
+Infinity, 1e400), a row whose required field is missing or empty, or a row whose id repeats an earlier one. The
+policy (`task.bad_rows`) says what happens to it:
 
   error  loading stops with a `DataError` naming file:line, what is wrong and the fix (the default);
   skip   the row is dropped and counted by reason (`BadRows.counts`); each is logged as a warning, the totals are
