@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -135,3 +136,36 @@ def test_agent_names_are_safe_and_unique(names):
     refused = r"^agents\.members\.(.+: an agent name may hold only|\S+ and agents\.members\.\S+ collide)"
     with pytest.raises(ConfigError, match=refused):
         validate(raw)
+
+
+def test_evaluate_leaves_out_or_refuses_a_damaged_checkpoint(copy, caplog):
+    from hacrl_exp.evaluation.checkpoints import resolve_checkpoints
+
+    optimizer = copy / "checkpoints" / "step_000003" / "optim" / "opt_char.pt"
+    optimizer.write_bytes(b"")
+    with caplog.at_level(logging.WARNING, logger="hacrl_exp.evaluation.checkpoints"):
+        found = resolve_checkpoints([str(copy)])
+    assert sorted({c.step for c in found}) == [2] and f"{optimizer} is truncated" in caplog.text
+    with pytest.raises(ConfigError, match=f"is a damaged checkpoint: {optimizer} is truncated"):
+        resolve_checkpoints([str(optimizer.parents[1])])
+
+
+@pytest.mark.parametrize(
+    "override, line",
+    [
+        ("tracking.uri=foo://bar", "ConfigError: tracking.uri=foo://bar: MLflow has no store for the scheme 'foo'"),
+        ("output_dir={tmp}/afile", "ConfigError: output_dir={tmp}/afile is a file, not a folder"),
+    ],
+)
+def test_evaluate_checks_its_store_and_output_folder_first(copy, tmp_path, monkeypatch, capsys, override, line):
+    from hacrl_exp import evaluate
+
+    (tmp_path / "afile").write_text("not a folder")
+    monkeypatch.chdir(tmp_path)
+    argv = [f"checkpoints=[{copy}]", "benchmarks=[math500]", override.format(tmp=tmp_path), "hydra.run.dir=out"]
+    monkeypatch.setattr(sys, "argv", ["hacrl_exp.evaluate", *argv])
+    with pytest.raises(SystemExit) as info:
+        evaluate.main()
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and err.startswith(line.format(tmp=tmp_path)) and len(err.splitlines()) == 1, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "run"]
