@@ -110,6 +110,7 @@ def test_a_store_locked_at_start_is_one_line_within_the_timeout(tmp_path):
         check_store(TrackingConfig(uri=f"sqlite:///{db}"), timeout=1.0)
     assert time.monotonic() - started < 3
     locker.kill()
+    locker.communicate()  # reaped: no zombie left for later tests that list this process's children
 
 
 def unprivileged_error(check) -> str:
@@ -167,7 +168,8 @@ def test_a_store_locked_mid_run_buffers_and_loses_nothing(tmp_path, monkeypatch,
     config.tracking.uri = store
     with caplog.at_level(logging.WARNING, logger="hacrl_exp.tracking"):
         summary = train(config, tmp_path / "run")
-    assert summary["last_step"] == 5 and len(lockers) == 1
+    lockers[0].communicate(timeout=60)  # it let go of the lock on its own
+    assert summary["last_step"] == 5 and len(lockers) == 1 and lockers[0].returncode == 0
     assert caplog.text.count("unavailable") == 1 and "answers again" in caplog.text, caplog.text  # warned once
     runs = mlflow_histories(store, "hacrl")
     assert {r["status"] for r in runs.values()} == {"FINISHED"}
