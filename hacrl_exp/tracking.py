@@ -133,7 +133,8 @@ class MlflowTracker:
     def _last_steps(self, run_id: str) -> dict[str, int]:
         """The last step of each metric a run already holds (read once, on resume)."""
         keys = self.client.get_run(run_id).data.metrics
-        return {key: max(m.step for m in self.client.get_metric_history(run_id, key)) for key in keys}
+        history = {key: self.client.get_metric_history(run_id, key) for key in keys}
+        return {key: max((m.step for m in points), default=-1) for key, points in history.items()}
 
     def log(self, step: int, metrics: dict[str, float], agent: str | None = None) -> None:
         """Buffer metrics for the agent's child run (agent=None: the parent run).

@@ -41,6 +41,7 @@ def finished(tmp_path_factory) -> tuple[Path, str, dict]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("HACRL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "warm_start_cache"))
         summary = train(preflight([*OVERRIDES, f"tracking.uri={store}"]), folder / "run")
+    shutil.copy(folder / "mlflow.db", folder / "pristine.db")  # the store before any test resumed into it
     return folder / "run", store, summary
 
 
@@ -169,3 +170,18 @@ def test_evaluate_checks_its_store_and_output_folder_first(copy, tmp_path, monke
     err = capsys.readouterr().err
     assert info.value.code == 2 and err.startswith(line.format(tmp=tmp_path)) and len(err.splitlines()) == 1, err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["afile", "run"]
+
+
+def test_a_resume_replays_metrics_the_store_missed(copy, finished):
+    import sqlite3
+
+    db = Path(shutil.copy(finished[0].parent / "pristine.db", copy.parent / "mlflow.db"))  # this test's own
+    store, agent_run = f"sqlite:///{db}", finished[2]["run_ids"]["opt_char"]
+    with sqlite3.connect(db) as connection:  # as if the store was down when step 3 was flushed
+        connection.execute("DELETE FROM metrics WHERE run_uuid = ? AND step = 3", (agent_run,))
+    assert [s for s, _ in mlflow_histories(store, "integrity")["opt_char"]["metrics"]["reward/mean"]] == [1, 2]
+    train(resume(copy, f"tracking.uri={store}"), copy)
+    runs = mlflow_histories(store, "integrity")
+    assert [s for s, _ in runs["opt_char"]["metrics"]["reward/mean"]] == [1, 2, 3]  # sent from metrics.jsonl
+    assert [s for s, _ in runs["gpt2_bpe"]["metrics"]["reward/mean"]] == [1, 2, 3]  # and nothing twice
+    assert {r["status"] for r in runs.values()} == {"FINISHED"}
