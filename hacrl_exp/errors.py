@@ -28,3 +28,11 @@ def exit_on_bad_input(*errors: type[BaseException]) -> Iterator[None]:
         message = " ".join(str(exc).split())  # one line, whatever the exception carried
         print(f"{name}: {message}", file=sys.stderr)
         sys.exit(EXIT_BAD_INPUT)
+
+
+class RunInterrupted(Exception):
+    """SIGINT/SIGTERM stopped the run (after a checkpoint, unless stopped at once); the message says how to resume."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -6,18 +6,29 @@ the sqlite store off the step's hot path. Secrets never become params: keys that
 tokens or passwords are dropped, and a password inside a URL (scheme://user:password@host) is masked
 (`redact_secrets`). Credentials for the tracking server itself are read by MLflow from the environment
 (MLFLOW_TRACKING_TOKEN, MLFLOW_TRACKING_USERNAME/PASSWORD), never from the config.
+
+The store is probed before the run starts (`check_store`). If it becomes unavailable mid-run (a lock held by another
+process, a server down), a write is retried with backoff for tracking.retry_s seconds, then training goes on: the
+metrics stay buffered (they are durable in metrics.jsonl), a warning is printed once, and they are sent when the
+store answers again, or replayed from metrics.jsonl at resume. No metric is lost.
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import time
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from hacrl_exp.config.schema import TrackingConfig
 from hacrl_exp.faults import crash_point
+from hacrl_exp.tracking_store import check_store, default_uri  # noqa: F401 - check_store is part of this API
+
+log = logging.getLogger(__name__)
 
 SECRET_MARKERS = ("token", "password", "passwd", "secret", "api_key", "apikey", "credential", "private_key")
 _URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):[^/@\s]*@")
@@ -45,10 +56,6 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
             out.update(flatten(value, f"{prefix}{key}."))
         return out
     return {prefix.rstrip("."): str(tree)}
-
-
-def default_uri() -> str:
-    return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
 class NullTracker:
@@ -79,6 +86,10 @@ class MlflowTracker:
         from mlflow.tracking import MlflowClient
 
         self.uri = cfg.uri or default_uri()
+        self.retry_s, self.down = cfg.retry_s, False
+        if self.uri.startswith("http"):  # MLflow's default retries stall a step for minutes; we retry ourselves
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+            os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(self.uri)
         experiment = self.client.get_experiment_by_name(cfg.experiment)
@@ -122,7 +133,8 @@ class MlflowTracker:
     def _last_steps(self, run_id: str) -> dict[str, int]:
         """The last step of each metric a run already holds (read once, on resume)."""
         keys = self.client.get_run(run_id).data.metrics
-        return {key: max(m.step for m in self.client.get_metric_history(run_id, key)) for key in keys}
+        history = {key: self.client.get_metric_history(run_id, key) for key in keys}
+        return {key: max((m.step for m in points), default=-1) for key, points in history.items()}
 
     def log(self, step: int, metrics: dict[str, float], agent: str | None = None) -> None:
         """Buffer metrics for the agent's child run (agent=None: the parent run).
@@ -139,29 +151,73 @@ class MlflowTracker:
         bucket = self.pending.setdefault(run_id, [])
         bucket.extend(Metric(k, float(v), now, step) for k, v in metrics.items() if step > done.get(k, -1))
 
+    def _write(self, call: Callable[[], Any], what: str) -> bool:
+        """Run one store write; on failure retry with backoff for retry_s seconds (one try while the store is
+        known to be down). False when it did not get through: a warning the first time."""
+        delay, deadline = 0.25, time.monotonic() + (0 if self.down else self.retry_s)
+        while True:
+            try:
+                call()
+                if self.down:
+                    log.warning("MLflow store %s answers again; buffered metrics sent", self.uri)
+                self.down = False
+                return True
+            except Exception as exc:  # noqa: BLE001 - any store failure: training must go on
+                if time.monotonic() + delay > deadline:
+                    if not self.down:
+                        log.warning(
+                            "MLflow store %s unavailable (%s: %s); training goes on, metrics are kept in metrics.jsonl "
+                            "and sent when it answers (or replayed at resume). Skipped: %s",
+                            self.uri,
+                            type(exc).__name__,
+                            " ".join(str(exc).split())[:200],
+                            what,
+                        )
+                    self.down = True
+                    return False
+                time.sleep(delay)
+                delay = min(delay * 2, 4.0)
+
     def flush(self) -> None:
-        for run_id, metrics in self.pending.items():
-            for start in range(0, len(metrics), 1000):
-                self.client.log_batch(run_id, metrics=metrics[start : start + 1000])
+        """Send buffered metrics in step order; what the store does not take stays buffered for the next flush."""
+        for run_id in list(self.pending):
+            metrics = self.pending[run_id]
+            while metrics:
+                batch = metrics[:1000]
+                if not self._write(partial(self.client.log_batch, run_id, metrics=batch), "metrics"):
+                    return
+                del metrics[: len(batch)]
                 crash_point("mlflow")  # fault-injection hook (hacrl_exp.faults): a kill between MLflow batches
-        self.pending = {}
+            del self.pending[run_id]
 
     def log_artifacts(self, folder: Path, artifact_path: str, agent: str | None = None) -> None:
-        self.client.log_artifacts(self.run_ids[agent or ""], str(folder), artifact_path)
+        """Upload a folder; skipped with a warning while the store is down (the files stay in the run folder)."""
+        run_id = self.run_ids[agent or ""]
+        self._write(lambda: self.client.log_artifacts(run_id, str(folder), artifact_path), f"artifacts {folder}")
 
     def log_file(self, path: Path, agent: str | None = None, artifact_path: str | None = None) -> None:
-        self.client.log_artifact(self.run_ids[agent or ""], str(path), artifact_path)
+        """Upload one file; skipped with a warning while the store is down (the file stays in the run folder)."""
+        run_id = self.run_ids[agent or ""]
+        self._write(lambda: self.client.log_artifact(run_id, str(path), artifact_path), f"artifact {path}")
 
     def set_tags(self, tags: dict[str, str]) -> None:
         """Tag the parent and every agent run."""
         for run_id in self.run_ids.values():
             for key, value in tags.items():
-                self.client.set_tag(run_id, key, value)
+                self._write(partial(self.client.set_tag, run_id, key, value), f"tag {key}")
 
     def close(self, status: str = "FINISHED") -> None:
+        """Flush, then mark every run `status`; a store still down leaves them RUNNING, with a warning."""
         self.flush()
         for run_id in self.run_ids.values():
-            self.client.set_terminated(run_id, status=status)
+            self._write(partial(self.client.set_terminated, run_id, status=status), f"status {status}")
+        if self.pending or self.down:
+            log.warning(
+                "MLflow store %s still unavailable at the end: runs not marked %s; resume the run "
+                "(trainer.resume=<run folder>) to send its metrics from metrics.jsonl",
+                self.uri,
+                status,
+            )
 
 
 def create_stores(configs) -> None:

@@ -8,6 +8,7 @@ only), so a typo never waits for torch to import.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -141,3 +142,8 @@ def _check_inputs(config: EvaluateConfig) -> None:
     if config.data_dir is not None:
         data_folder(config.data_dir)
     resolve_checkpoints(config.checkpoints, config.agents)
+    if config.output_dir is not None and Path(config.output_dir).exists() and not Path(config.output_dir).is_dir():
+        raise ConfigError(f"output_dir={config.output_dir} is a file, not a folder; give a new folder")
+    from hacrl_exp.tracking_store import check_store
+
+    check_store(config.tracking)  # at most 10 s, one line naming tracking.uri or MLFLOW_TRACKING_URI

@@ -17,6 +17,7 @@ from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig
 from omegaconf.errors import OmegaConfBaseException
+from yaml import MarkedYAMLError
 
 from hacrl_exp.config.schema import Config
 from hacrl_exp.config.validate import describe, validate
@@ -66,6 +67,10 @@ def compose_config(
             return compose(config_name=config_name, overrides=overrides)
     except MissingConfigException as exc:
         raise ConfigError(_missing_option(overrides, exc)) from None
+    except MarkedYAMLError as exc:  # e.g. a key given twice in a config file: YAML refuses, say where
+        mark = exc.problem_mark
+        where = f"{mark.name}:{mark.line + 1}" if mark else "a config file"
+        raise ConfigError(f"{where}: {exc.problem}; fix that line of the config file") from None
     except HydraException as exc:
         cause = exc.__cause__
         raise ConfigError(explain(cause) if isinstance(cause, OmegaConfBaseException) else _first_line(exc)) from None

@@ -238,6 +238,8 @@ class TrackingConfig:
     run_name: Optional[str] = None
     flush_every: int = field(default=10, metadata=rng(1, 1_000_000))
     """Write buffered metrics every N steps when trainer.checkpoint_every is 0; else at each checkpoint."""
+    retry_s: float = field(default=20.0, metadata=rng(0, 3600))
+    """Seconds a failed store write is retried (with backoff) before training goes on with metrics buffered."""
     log_models: bool = True
     tags: Dict[str, str] = field(default_factory=dict)
     """Extra MLflow tags on every run of the job (e.g. {grid: table1}); sweeps and presets set them."""

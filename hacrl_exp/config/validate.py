@@ -187,16 +187,35 @@ def _check_choices(config: Config) -> None:
 
 
 DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
+AGENT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""Agent names become folder, file and MLflow metric names: letters, digits, _ and - only."""
+
+
+def _check_device_present(key: str, device: str) -> None:
+    """A named accelerator must exist on this machine (auto falls back to CPU by itself)."""
+    import torch
+
+    if device.startswith("cuda"):
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        index = int(device.partition(":")[2] or 0)
+        if index >= count:
+            found = f"{count} CUDA device(s)" if count else "no CUDA device"
+            raise ConfigError(f"{key}={device!r} but this machine has {found}; use {key}=auto or cpu")
+    elif device == "mps" and not torch.backends.mps.is_available():
+        raise ConfigError(f"{key}='mps' but MPS is not available here; use {key}=auto or cpu")
 
 
 def _check_gpu(config: Config) -> None:
     """Devices, precision, LoRA and the vLLM backend: optional extras must be installed before any model loads."""
     if not DEVICE.fullmatch(config.trainer.device):
         raise ConfigError(f"trainer.device={config.trainer.device!r} is not a device; use auto, cpu, cuda or cuda:N")
+    _check_device_present("trainer.device", config.trainer.device)
     for name, agent in config.agents.members.items():
         key = f"agents.members.{name}"
         if agent.device is not None and not DEVICE.fullmatch(agent.device):
             raise ConfigError(f"{key}.device={agent.device!r} is not a device; use auto, cpu, cuda or cuda:N (or null)")
+        if agent.device is not None:
+            _check_device_present(f"{key}.device", agent.device)
         if agent.model.compute_dtype not in (None, "bfloat16"):
             dtype = agent.model.compute_dtype
             raise ConfigError(f"{key}.model.compute_dtype={dtype!r} is not one of [null, 'bfloat16']")
@@ -220,6 +239,17 @@ def _check_semantics(config: Config) -> None:
     members = config.agents.members
     if not members:
         raise ConfigError("agents.members is empty; pick a preset such as agents=pair or define agents.members.<name>")
+    seen: dict[str, str] = {}
+    for name in members:
+        if not AGENT_NAME.fullmatch(name):
+            raise ConfigError(
+                f"agents.members.{name}: an agent name may hold only letters, digits, _ and - (1-64 of them); rename it"
+            )
+        if name.lower() in seen:  # case-insensitive file systems would merge their folders
+            raise ConfigError(f"agents.members.{name} and agents.members.{seen[name.lower()]} collide; rename one")
+        seen[name.lower()] = name
+    if config.task.name == "arithmetic" and not config.task.tiers:
+        raise ConfigError(f"task.tiers is empty; list at least one of {list(ARITHMETIC_TIERS)}, e.g. task.tiers=[add2]")
     algorithm = ALGORITHMS[config.algorithm.name]
     try:
         graph = graph_from_config(config.agents, config.algorithm.alpha)
@@ -247,6 +277,12 @@ def _check_semantics(config: Config) -> None:
                     raise ConfigError(f"{key}.{sub}={path!r} does not exist; give an existing folder or a hub id")
         elif agent.tokenizer.kind == "pretrained" and not agent.tokenizer.path:
             raise ConfigError(f"{key}.tokenizer.kind=pretrained needs {key}.tokenizer.path for a tiny model")
+        room = agent.model.max_positions - config.rollout.max_new_tokens
+        if agent.model.source == "tiny" and room < 8:  # the factory's check, before any model is built
+            raise ConfigError(
+                f"rollout.max_new_tokens={config.rollout.max_new_tokens} leaves no room for a prompt in {key}'s "
+                f"{agent.model.max_positions} positions; raise {key}.model.max_positions or lower it"
+            )
         if agent.model.source == "tiny" and agent.model.hidden_size % agent.model.num_heads:
             raise ConfigError(
                 f"{key}.model.hidden_size={agent.model.hidden_size} is not divisible by "

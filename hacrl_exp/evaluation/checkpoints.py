@@ -11,12 +11,16 @@ an evaluation run can be linked to the training run. Resolving touches only the 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.trainer.manifest import checkpoint_problem
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from hacrl_exp.agents.agent import Agent
@@ -89,11 +93,22 @@ def resolve_checkpoints(paths: Sequence[str], agents: Sequence[str] | None = Non
             raise ConfigError(f"{key} does not exist")
         if is_model_dir(path):
             step_dir = path.parent.parent if path.parent.name == "agents" else None
+            problem = checkpoint_problem(step_dir) if step_dir and (step_dir / "state.json").is_file() else None
+            if problem:
+                raise ConfigError(f"{key} is in a damaged checkpoint: {problem}; give an intact one")
             step, run_ids = _step_of(step_dir) if step_dir else (None, {})
             run_dir = step_dir.parent.parent if step_dir and step_dir.parent.name == "checkpoints" else None
             found.append(AgentCheckpoint(path, path.name, step, run_dir, run_ids))
             continue
-        step_dirs = [path] if (path / "state.json").is_file() else _series(path) or _series(path / "checkpoints")
+        if (path / "state.json").is_file():
+            if problem := checkpoint_problem(path):
+                raise ConfigError(f"{key} is a damaged checkpoint: {problem}; give an intact one")
+            step_dirs = [path]
+        else:  # a run's series: a damaged checkpoint is left out, with a warning naming the file
+            step_dirs = _series(path) or _series(path / "checkpoints")
+            for damaged in [d for d in step_dirs if checkpoint_problem(d)]:
+                log.warning("%s: leaving out a damaged checkpoint: %s", key, checkpoint_problem(damaged))
+                step_dirs.remove(damaged)
         items = [c for d in step_dirs for c in _from_step_dir(d)]
         if not items:
             hint = " (config.json found, but no weights or tokenizer files)" if (path / "config.json").is_file() else ""

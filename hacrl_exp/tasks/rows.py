@@ -1,8 +1,9 @@
 """Data rows, validated the same way by every loader (training tasks and benchmarks), with one policy for bad rows.
 
-A bad row is a line that is not UTF-8, not JSON or not a JSON object, a blank line between rows, a row whose
-required field is missing or empty, or a row whose id repeats an earlier one. The policy (`task.bad_rows`) says
-what happens to it:
+A bad row is a line that is not UTF-8, not JSON or not a JSON object, a blank line between rows, a row holding
+text that cannot be encoded as UTF-8 (a lone surrogate escape such as \\ud800) or a non-finite number (NaN,
+Infinity, 1e400), a row whose required field is missing or empty, or a row whose id repeats an earlier one. The
+policy (`task.bad_rows`) says what happens to it:
 
   error  loading stops with a `DataError` naming file:line, what is wrong and the fix (the default);
   skip   the row is dropped and counted by reason (`BadRows.counts`); each is logged as a warning, the totals are
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -57,11 +59,17 @@ def jsonl_records(path: Path) -> Iterator[tuple[int, dict | DataError]]:
                 yield empty, DataError(f"{path}:{empty}: an empty line between rows.", "empty_row")
             blank = []
             try:
-                row = json.loads(line)
+                row = json.loads(line, parse_constant=_refuse_constant)
             except json.JSONDecodeError as e:
                 yield lineno, DataError(f"{where}: invalid JSON ({e.msg}, column {e.colno}).", "invalid_json")
                 continue
-            if not isinstance(row, dict):
+            except DataError as e:
+                yield lineno, DataError(f"{where}: {e}", e.reason)
+                continue
+            problem = _bad_value(row)
+            if problem is not None:
+                yield lineno, DataError(f"{where}: {problem[0]}", problem[1])
+            elif not isinstance(row, dict):
                 yield (
                     lineno,
                     DataError(f"{where}: a JSON {type(row).__name__}, not an object {{...}}.", "not_an_object"),
@@ -70,6 +78,32 @@ def jsonl_records(path: Path) -> Iterator[tuple[int, dict | DataError]]:
                 yield lineno, DataError(f"{where}: an empty row {{}}.", "empty_row")
             else:
                 yield lineno, row
+
+
+def _refuse_constant(name: str) -> None:
+    raise DataError(f"{name} is not a finite number. Give a finite number or text.", "not_finite")
+
+
+def _bad_value(value: Any, key: str = "") -> tuple[str, str] | None:
+    """(what is wrong, reason) for the first value in a parsed row that training could not use, else None."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as e:
+            where = f" in field {key!r}" if key else ""
+            bad = value[e.start : e.end].encode("unicode_escape").decode()
+            return f"text{where} cannot be encoded as UTF-8 (lone surrogate {bad}). Fix or drop it.", "not_utf8"
+    elif isinstance(value, float) and not math.isfinite(value):
+        where = f"field {key!r}" if key else "a number"
+        return f"{where} is {value}, not a finite number (too large for a float?). Give a finite number.", "not_finite"
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            found = _bad_value(k, k) or _bad_value(v, k)
+            if found:
+                return found
+    elif isinstance(value, list):
+        return next((found for v in value if (found := _bad_value(v, key))), None)
+    return None
 
 
 def field_text(row: dict, name: str | None, where: str, required: bool, target: str | None = None) -> str | None:

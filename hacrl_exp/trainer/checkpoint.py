@@ -5,7 +5,8 @@ Layout of <dir>/step_000042/:
   optim/<name>.pt     optimizer state (loaded with weights_only=True)
   rng/<name>.pt       the agent worker's own random stream (hacrl_exp.trainer.worker)
   rng.pt              the driver's torch RNG state
-  state.json          step, capability trackers, counters, MLflow run ids
+  state.json          step, capability trackers, counters, MLflow run ids and store, the resolved config + hash
+  manifest.json       size and SHA-256 of every other file, checked before the checkpoint is used
 A checkpoint is written into a temporary folder, fsynced, then renamed into place; `latest` is
 replaced atomically afterwards. A crash at any point leaves the previous checkpoint intact.
 Each agent worker writes and reads its own part (`save_agent_state`, `load_agent_state`); with Ray actors on
@@ -26,6 +27,7 @@ import torch
 from hacrl_exp.agents.agent import Agent, save_agent
 from hacrl_exp.agents.lora import is_lora, load_adapter
 from hacrl_exp.faults import crash_point
+from hacrl_exp.trainer.manifest import checkpoint_problem, write_manifest
 
 LATEST = "latest"
 
@@ -73,6 +75,7 @@ def save_checkpoint(
     write_agents(tmp)
     torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
     (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=1))
+    write_manifest(tmp)
     _fsync_tree(tmp)
     crash_point("checkpoint")  # fault-injection hook (hacrl_exp.faults): files written, not yet published
     shutil.rmtree(final, ignore_errors=True)
@@ -101,6 +104,24 @@ def find_checkpoint(path: Path) -> Path | None:
         if complete:
             return complete[-1]
     return None
+
+
+def intact_checkpoint(path: Path) -> tuple[Path | None, list[str]]:
+    """The newest checkpoint under `path` whose files match their manifest, and a line for each newer damaged one.
+
+    `path` is a run folder, its checkpoints folder or one step folder (then only that one is a candidate).
+    """
+    first = find_checkpoint(path)
+    if first is None:
+        return None, []
+    older = sorted(first.parent.glob("step_*"), reverse=True) if first != path else []
+    damaged = []
+    for folder in [first, *(d for d in older if d.name < first.name and (d / "state.json").is_file())]:
+        problem = checkpoint_problem(folder)
+        if problem is None:
+            return folder, damaged
+        damaged.append(problem)
+    return None, damaged
 
 
 def load_checkpoint(folder: Path) -> dict[str, Any]:

@@ -15,10 +15,10 @@ only text, rewards and per-sequence log-prob summaries pass between them. One st
 from __future__ import annotations
 
 import json
+import signal
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import asdict
 from functools import partial
 from pathlib import Path
 
@@ -27,17 +27,19 @@ from tqdm.auto import tqdm
 
 from hacrl_exp.algo import get_algorithm
 from hacrl_exp.config.schema import Config
-from hacrl_exp.errors import ConfigError, NumericsError
+from hacrl_exp.errors import NumericsError, RunInterrupted
 from hacrl_exp.graph import graph_from_config
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.rows import skipped_row_metrics
-from hacrl_exp.tracking import make_tracker, redact_secrets
+from hacrl_exp.tracking import make_tracker
 from hacrl_exp.trainer.capability import CapabilityEstimates
-from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint
+from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint, write_text_atomic
 from hacrl_exp.trainer.evaluation import accuracy_metrics
 from hacrl_exp.trainer.executor import make_executor
-from hacrl_exp.trainer.metrics import MetricsLog, progress_text
+from hacrl_exp.trainer.metrics import MetricsLog, progress_text, run_history
+from hacrl_exp.trainer.runfolder import RunLock, RunPlan, check_new_run_folder, config_hash, config_params, prepare_run
+from hacrl_exp.trainer.signals import StopRequests
 
 PHASES = ("generate", "reward", "score_own", "score_cross", "update")
 EvalHook = Callable[[int, dict], bool]
@@ -54,27 +56,35 @@ def train(config: Config, output_dir: Path, on_evaluate: EvalHook | None = None)
 
     on_evaluate(step, {agent: metrics}) runs after every evaluation but the first; returning True stops the run
     there (a pruned sweep trial), recorded as summary["stopped_early"] and the MLflow tag stopped_early=<step>.
+
+    Checks come before anything is written (hacrl_exp.trainer.runfolder): a new run needs an empty folder, a resume
+    an intact checkpoint of the same config. The run folder is locked while training. SIGINT/SIGTERM end the run
+    after the current step and a checkpoint, raising RunInterrupted.
     """
+    config, plan = prepare_run(config, Path(output_dir))  # a resume logs to its run's store, wherever launched
     task = build_task(config.task)
     try:
-        with ExitStack() as cleanup:  # the agent workers (and a private Ray) go away with the run, however it ends
-            return _train(config, output_dir, task, on_evaluate, cleanup)
+        with RunLock(plan.output_dir), StopRequests() as stop, ExitStack() as cleanup:
+            if plan.checkpoint is None:
+                check_new_run_folder(plan.output_dir)  # again under the lock: another process may have started
+            return _train(config, plan, task, on_evaluate, cleanup, stop)
+    except KeyboardInterrupt:
+        raise RunInterrupted(
+            f"stopped at once; resume from the last checkpoint with trainer.resume={plan.output_dir}", 130
+        ) from None
     finally:
         close = getattr(task, "close", None)  # grader worker processes, if the task has any
         if close is not None:
             close()
 
 
-def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None, cleanup: ExitStack) -> dict:
+def _train(
+    config: Config, plan: RunPlan, task, on_evaluate: EvalHook | None, cleanup: ExitStack, stop: StopRequests
+) -> dict:
     trainer, algo_cfg = config.trainer, config.algorithm
     if trainer.threads:
         torch.set_num_threads(trainer.threads)
-    checkpoint = None
-    if trainer.resume:
-        checkpoint = find_checkpoint(Path(trainer.resume))
-        if checkpoint is None:
-            raise ConfigError(f"trainer.resume={trainer.resume!r} holds no complete checkpoint; give a run folder")
-        output_dir = checkpoint.parent.parent  # continue in the interrupted run's folder
+    checkpoint, output_dir = plan.checkpoint, plan.output_dir
     output_dir.mkdir(parents=True, exist_ok=True)
     algorithm = get_algorithm(algo_cfg.name)
     graph = graph_from_config(config.agents, algo_cfg.alpha)
@@ -93,7 +103,7 @@ def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None,
     else:
         torch.manual_seed(config.seed)  # the driver's; each worker samples from its own (seed, agent) stream
     log = MetricsLog(output_dir / "metrics.jsonl", truncate_after=start_step if checkpoint else None)
-    params = redact_secrets(json.loads(json.dumps(asdict(config))))  # config.json and MLflow params hold no secret
+    params = config_params(config)  # config.json, checkpoints and MLflow params hold no secret
     tags = {
         **config.tracking.tags,
         "algorithm": algo_cfg.name,
@@ -103,9 +113,11 @@ def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None,
         "output_dir": str(output_dir),
     }
     tracker = make_tracker(config.tracking, params, names, tags, run_ids)
-    (output_dir / "config.json").write_text(json.dumps(params, indent=1))
     if checkpoint is None:
+        write_text_atomic(output_dir / "config.json", json.dumps(params, indent=1))
         tracker.log_file(output_dir / "config.json")  # the resolved config, as an artifact of the parent run
+    else:
+        log.replay(tracker)  # metrics an unreachable store missed before the checkpoint (MLflow skips what it has)
 
     group = trainer.group_size * algorithm.rollout_multiplier
     rollout = config.rollout
@@ -129,17 +141,21 @@ def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None,
 
     def checkpoint_now(step: int) -> None:
         state = {"counters": counters, "run_ids": tracker.run_ids, "capability": capability.state_dict()}
+        state.update(config=params, config_hash=config_hash(params), tracking_uri=getattr(tracker, "uri", None))
         log.flush(tracker)  # metrics up to this step are durable before the checkpoint names it
         write_agents = partial(workers.call_all, "save")  # each worker writes its agent's part
         save_checkpoint(output_dir / "checkpoints", step, write_agents, state, trainer.keep_checkpoints)
 
-    if start_step == 0:
+    if checkpoint is None:
         evaluate(0)
     step_times: list[float] = []
     stopped_early = None
     bad_steps = 0  # consecutive steps in which some learner skipped every update (NaN/inf)
+    last_saved = start_step if checkpoint is not None else None
     bar = tqdm(range(start_step + 1, trainer.steps + 1), disable=not trainer.progress, desc=algo_cfg.name)
     for step in bar:
+        if stop.signum is not None:
+            break
         times = dict.fromkeys(PHASES, 0.0)
         started = time.perf_counter()
         problems = task.train_problems(step, trainer.prompts_per_step)
@@ -206,23 +222,32 @@ def _train(config: Config, output_dir: Path, task, on_evaluate: EvalHook | None,
         last = step in (trainer.steps, stopped_early)
         if (trainer.checkpoint_every and step % trainer.checkpoint_every == 0) or last:
             checkpoint_now(step)
+            last_saved = step
         if stopped_early is not None or (trainer.stop_after is not None and step >= trainer.stop_after):
             break
     bar.close()
-    log.flush(tracker)
     last_step = start_step + len(step_times)
     finished = last_step >= trainer.steps
+    if stop.signum is not None and not finished:
+        if last_saved != last_step:
+            checkpoint_now(last_step)
+        log.flush(tracker)
+        tracker.close("KILLED")
+        how = f"{signal.Signals(stop.signum).name} at step {last_step}: checkpoint written"
+        raise RunInterrupted(f"{how}; resume with trainer.resume={output_dir}", stop.exit_code)
+    log.flush(tracker)
+    history, seconds_per_step = run_history(output_dir / "metrics.jsonl")  # the whole run, over every resume
     summary = {
         "steps_run": len(step_times),
         "last_step": last_step,
-        "seconds_per_step": sum(step_times) / max(len(step_times), 1),
-        "evals": evals,
+        "seconds_per_step": seconds_per_step,
+        "evals": history,
         "counters": counters,
         "run_ids": tracker.run_ids,
         "output_dir": str(output_dir),
         "stopped_early": stopped_early,
     }
-    (output_dir / "summary.json").write_text(json.dumps(summary, indent=1))
+    write_text_atomic(output_dir / "summary.json", json.dumps(summary, indent=1))
     if finished and trainer.save_final_models and config.tracking.log_models:
         final = find_checkpoint(output_dir)
         for name in names:

@@ -34,6 +34,14 @@ class MetricsLog:
         self.rows = []
         tracker.flush()
 
+    def replay(self, tracker) -> None:
+        """Offer every durable row to the tracker again (on resume): it logs only what its store lacks."""
+        if self.path.exists():
+            for row in read_metrics(self.path):
+                step, agent = row.pop("step"), row.pop("agent")
+                tracker.log(step, row, agent or None)
+            tracker.flush()
+
 
 def _step_of(line: str) -> float:
     """The step of a metrics.jsonl line; +inf for a partial line (a write interrupted by a kill)."""
@@ -46,6 +54,20 @@ def _step_of(line: str) -> float:
 def read_metrics(path: Path) -> list[dict]:
     """All rows of a metrics.jsonl file."""
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def run_history(path: Path) -> tuple[dict[int, dict[str, dict[str, float]]], float]:
+    """From a run's durable metrics, over every resume: {step: {agent: {accuracy/...: value}}} of its held-out
+    evaluations, and the mean seconds per training step."""
+    evals: dict[int, dict[str, dict[str, float]]] = {}
+    times = []
+    for row in read_metrics(path) if Path(path).exists() else []:
+        accuracy = {k[len("eval/") :]: v for k, v in row.items() if k.startswith("eval/accuracy/")}
+        if accuracy and row["agent"]:
+            evals.setdefault(row["step"], {})[row["agent"]] = accuracy
+        if "time/step" in row:
+            times.append(row["time/step"])
+    return dict(sorted(evals.items())), sum(times) / max(len(times), 1)
 
 
 def progress_text(names: list[str], pool: dict, capability: CapabilityTracker, step_time: float) -> str:

@@ -41,6 +41,9 @@ BAD = {  # kind: (line 3 of the file, reason it is counted under)
     "empty field": (json.dumps({"id": "x", "problem": " ", "answer": "2"}).encode(), "empty_field"),
     "non-UTF-8 bytes": (b'{"id": "x", "problem": "caf\xe9?", "answer": "2"}', "not_utf8"),
     "duplicate id": (json.dumps(row(0)).encode(), "duplicate_id"),
+    "lone surrogate": (b'{"id": "x", "problem": "1+1? \\ud800", "answer": "2"}', "not_utf8"),
+    "NaN gold answer": (b'{"id": "x", "problem": "1+1?", "answer": NaN}', "not_finite"),
+    "gold answer 1e400": (b'{"id": "x", "problem": "1+1?", "answer": 1e400}', "not_finite"),
 }
 
 

@@ -1,0 +1,217 @@
+"""A run folder belongs to one run, and a resume continues exactly that run or is refused.
+
+- A new run refuses a folder that already holds anything but Hydra's own files (`.hydra/`, `*.log`).
+- `RunLock`: an exclusive `flock` on <run>/.lock for as long as the process trains; a second process is refused
+  with the holder's pid. The kernel drops the lock when the holder dies, even by kill -9.
+- `plan_run`: where the run writes and which checkpoint it resumes. A step folder resumes its own run folder
+  (<run>/checkpoints/step_N) or is refused; a damaged newest checkpoint falls back to the newest intact one.
+- The checkpoint keeps the resolved config and its hash; a resume whose config differs in a key outside
+  `MAY_CHANGE` is refused with the changed keys. docs/reliability.md lists the keys that may change.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import os
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from hacrl_exp.config.schema import Config
+from hacrl_exp.errors import ConfigError
+from hacrl_exp.trainer.checkpoint import intact_checkpoint
+
+log = logging.getLogger(__name__)
+LOCK = ".lock"
+HYDRA_FILES = (".hydra", LOCK)
+MAY_CHANGE = (  # how long, how often to evaluate/checkpoint, where to log, how to execute: not what is trained
+    "trainer.steps",
+    "trainer.resume",
+    "trainer.output_dir",
+    "trainer.stop_after",
+    "trainer.progress",
+    "trainer.eval_every",
+    "trainer.checkpoint_every",
+    "trainer.keep_checkpoints",
+    "trainer.threads",
+    "trainer.save_final_models",
+    "trainer.cache_dir",
+    "tracking.uri",
+    "tracking.flush_every",
+    "tracking.retry_s",
+    "tracking.log_models",
+    "tracking.run_name",
+    "tracking.tags.",
+    "executor.",
+    "trial.",
+    "extra.",
+)
+
+
+@dataclass
+class RunPlan:
+    """Where a run writes, and the checkpoint (with its state.json) it resumes from; None for a new run."""
+
+    output_dir: Path
+    checkpoint: Path | None = None
+    state: dict | None = None
+
+
+def config_params(config: Config) -> dict:
+    """The config as stored in config.json and checkpoints: plain JSON, secrets redacted."""
+    from hacrl_exp.tracking import redact_secrets
+
+    return redact_secrets(json.loads(json.dumps(asdict(config))))
+
+
+def _flat(params: dict) -> dict[str, str]:
+    from hacrl_exp.tracking import flatten
+
+    return {k: v for k, v in flatten(params).items() if not k.startswith(MAY_CHANGE) and k not in MAY_CHANGE}
+
+
+def config_hash(params: dict) -> str:
+    """SHA-256 of the keys a resume must keep (everything but `MAY_CHANGE`)."""
+    return hashlib.sha256(json.dumps(_flat(params), sort_keys=True).encode()).hexdigest()
+
+
+def check_same_config(params: dict, state: dict, resume: str) -> None:
+    """Refuse a resume whose config differs from the checkpoint's in a key that changes what is trained."""
+    if "config_hash" not in state:
+        log.warning("checkpoint of %s records no config (written by an older version): not compared", resume)
+        return
+    if config_hash(params) == state["config_hash"]:
+        return
+    old, new = _flat(state["config"]), _flat(params)
+    keys = sorted(old.keys() | new.keys())
+    changed = [f"{k} ({old.get(k, '<unset>')} → {new.get(k, '<unset>')})" for k in keys if old.get(k) != new.get(k)]
+    raise ConfigError(
+        f"trainer.resume={resume}: the config differs from the checkpoint's in {', '.join(changed[:8])}"
+        f"{' …' if len(changed) > 8 else ''}; resume with the original values, or start a new run in a new "
+        "trainer.output_dir (keys that may change on resume: docs/reliability.md)"
+    )
+
+
+def unexpected_entries(folder: Path) -> list[str]:
+    """What a folder holds besides Hydra's own files; empty when a new run may start there."""
+    if not folder.exists():
+        return []
+    return sorted(p.name for p in folder.iterdir() if p.name not in HYDRA_FILES and not p.name.endswith(".log"))
+
+
+def check_new_run_folder(folder: Path) -> None:
+    """A new run starts only in a missing or empty folder (Hydra's .hydra/ and *.log aside)."""
+    if folder.exists() and not folder.is_dir():
+        raise ConfigError(f"trainer.output_dir={folder} is a file, not a folder; give a new folder")
+    found = unexpected_entries(folder)
+    if found:
+        raise ConfigError(
+            f"trainer.output_dir={folder} already holds a run ({', '.join(found[:5])}); give a new "
+            f"trainer.output_dir, or continue that run with trainer.resume={folder}"
+        )
+
+
+def plan_run(config: Config, output_dir: Path | None) -> RunPlan:
+    """Check where the run writes before anything is written; for a resume, find and check its checkpoint.
+
+    output_dir: the new run's folder (None when not known yet, e.g. Hydra's job folder before Hydra starts).
+    """
+    trainer = config.trainer
+    if not trainer.resume:
+        if output_dir is not None:
+            check_unlocked(output_dir)
+            check_new_run_folder(output_dir)
+        return RunPlan(output_dir or Path("."))
+    resume = Path(trainer.resume).expanduser()
+    if not resume.exists():
+        raise ConfigError(f"trainer.resume={trainer.resume} does not exist; give the run folder of an earlier run")
+    checkpoint, damaged = intact_checkpoint(resume)
+    for problem in damaged:
+        log.warning("damaged checkpoint, not used: %s", problem)
+    if checkpoint is None:
+        why = f" (damaged: {damaged[0]})" if damaged else ""
+        raise ConfigError(f"trainer.resume={trainer.resume} holds no intact checkpoint{why}; give a run folder")
+    if damaged:
+        log.warning("resuming from %s, the newest intact checkpoint", checkpoint)
+    run = checkpoint.parent.parent
+    if checkpoint.parent.name != "checkpoints" or not (run / "metrics.jsonl").is_file():
+        raise ConfigError(
+            f"trainer.resume={trainer.resume} is a checkpoint outside its run folder ({run} holds no metrics.jsonl); "
+            "resume the run folder it belongs to, or copy the whole run folder"
+        )
+    if trainer.output_dir and Path(trainer.output_dir).resolve() != run.resolve():
+        raise ConfigError(
+            f"trainer.output_dir={trainer.output_dir} is not the run folder of trainer.resume={trainer.resume} "
+            f"({run}); drop trainer.output_dir or set it to {run}"
+        )
+    check_unlocked(run)
+    state = json.loads((checkpoint / "state.json").read_text())
+    check_same_config(config_params(config), state, trainer.resume)
+    return RunPlan(run, checkpoint, state)
+
+
+def prepare_run(config: Config, output_dir: Path | None) -> tuple[Config, RunPlan]:
+    """Every check of a run that writes nothing and loads no model: run folder or resume target (`plan_run`), the
+    tracking store (a resume uses the one its checkpoint recorded, unless tracking.uri is set) and memory.
+
+    Returns the config to train with (the recorded store filled in) and the plan.
+    """
+    from hacrl_exp.config.resources import check_memory
+    from hacrl_exp.tracking_store import check_store
+
+    plan = plan_run(config, output_dir)
+    recorded = (plan.state or {}).get("tracking_uri")
+    if recorded and not config.tracking.uri and "***" not in recorded:
+        config = replace(config, tracking=replace(config.tracking, uri=recorded))
+    check_store(config.tracking)
+    check_memory(config)
+    return config, plan
+
+
+def _in_use(folder: Path, holder: str) -> ConfigError:
+    return ConfigError(
+        f"trainer.output_dir={folder} is in use by process {holder or '?'} (it holds {folder / LOCK}); "
+        "wait for it to end, or give another trainer.output_dir"
+    )
+
+
+def check_unlocked(folder: Path) -> None:
+    """Refuse a run folder another process holds, without writing anything (a probe of its lock)."""
+    lock = folder / LOCK
+    if not lock.is_file():
+        return
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise _in_use(folder, lock.read_text().strip()) from None
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+
+
+class RunLock:
+    """An exclusive lock on a run folder for the life of the training; a second holder gets a ConfigError."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder, self.fd = folder, None
+
+    def __enter__(self) -> RunLock:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip()
+            os.close(fd)
+            raise _in_use(self.folder, holder) from None
+        os.ftruncate(fd, 0)
+        os.write(fd, str(os.getpid()).encode())
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the flock; the file stays (removing it would race a waiting process)
+            self.fd = None

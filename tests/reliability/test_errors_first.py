@@ -1,0 +1,176 @@
+"""Errors first, files later: every mistake that can be found without a model is one line naming the key, exit 2,
+before Hydra's folder, the run folder or the MLflow store exist. And the tracking store: probed at start within
+10 s; unavailable mid-run, training goes on and no metric is lost."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from hacrl_exp import run
+from hacrl_exp.config.preflight import preflight
+from hacrl_exp.config.schema import TrackingConfig
+from hacrl_exp.errors import ConfigError
+from hacrl_exp.tracking_store import check_store
+from hacrl_exp.trainer.loop import train
+from tests.e2e.tiny import tiny_overrides
+from tests.reliability.hooks import on_step_start
+from tests.reliability.test_crash_resume import mlflow_histories
+
+
+def closed_port() -> int:
+    """A local TCP port nothing listens on (bound, then released)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+HUGE = "agents.members.opt_char.model.hidden_size=65536"
+CASES = {  # override(s) -> the start of the one line; {tmp} is the test's folder
+    "empty tiers": (["task.tiers=[]"], "ConfigError: task.tiers is empty"),
+    "output folder is a file": (["trainer.output_dir={tmp}/afile"], "ConfigError: trainer.output_dir={tmp}/afile is a"),
+    "unknown store scheme": (["tracking.uri=foo://bar"], "ConfigError: tracking.uri=foo://bar: MLflow has no store"),
+    "model too big": ([HUGE], f"ConfigError: {HUGE}: the model needs about"),
+    "group too big": (
+        ["trainer.group_size=100000", "trainer.prompts_per_step=100000"],
+        "ConfigError: trainer.group_size=100000: a step keeps about",
+    ),
+    "no room for the prompt": (
+        ["rollout.max_new_tokens=125"],
+        "ConfigError: rollout.max_new_tokens=125 leaves no room",
+    ),
+    "missing device": (["trainer.device=cuda:63"], "ConfigError: trainer.device='cuda:63' but this machine has"),
+    "missing resume folder": (["trainer.resume={tmp}/gone"], "ConfigError: trainer.resume={tmp}/gone does not exist"),
+    "nothing listening": (
+        ["tracking.uri=http://127.0.0.1:{port}"],
+        "ConfigError: tracking.uri=http://127.0.0.1:{port}:",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_one_line_exit_2_and_nothing_written(case, tmp_path, monkeypatch, capsys):
+    overrides, line = CASES[case]
+    fill = {"tmp": tmp_path, "port": closed_port()}
+    (tmp_path / "afile").write_text("not a folder")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the default store: ./mlflow.db, which must not appear
+    argv = [o.format(**fill) for o in overrides] + [f"hydra.run.dir={tmp_path}/hydra"]
+    if "trainer.output_dir" not in " ".join(argv):
+        argv.append(f"trainer.output_dir={tmp_path}/run")
+    monkeypatch.setattr(sys, "argv", ["hacrl_exp.run", *argv])
+    started = time.monotonic()
+    with pytest.raises(SystemExit) as info:
+        run.main()
+    err = capsys.readouterr().err
+    assert info.value.code == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith(line.format(**fill)) and time.monotonic() - started < 12
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # no hydra/, run/, mlflow.db
+
+
+def test_cfg_only_prints(tmp_path):
+    result = subprocess.run(
+        [sys.executable, "-m", "hacrl_exp.run", "--cfg", "job"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
+        timeout=300,
+    )
+    assert result.returncode == 0 and "algorithm:" in result.stdout, result.stderr
+    assert list(tmp_path.iterdir()) == []  # no mlflow.db, no outputs/
+
+
+def hold_lock(db: Path, seconds: float) -> subprocess.Popen:
+    """Another process holding the sqlite store's write lock for `seconds`; returns once it holds it."""
+    code = (
+        "import sqlite3, sys, time\n"
+        f"c = sqlite3.connect({str(db)!r}); c.execute('BEGIN EXCLUSIVE'); print('locked', flush=True)\n"
+        f"time.sleep({seconds}); c.rollback()\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    assert process.stdout.readline().strip() == "locked"
+    return process
+
+
+def test_a_store_locked_at_start_is_one_line_within_the_timeout(tmp_path):
+    db = tmp_path / "mlflow.db"
+    sqlite3.connect(db).execute("CREATE TABLE t (x)").connection.commit()
+    locker = hold_lock(db, 10)
+    started = time.monotonic()
+    with pytest.raises(ConfigError, match=f"tracking.uri=sqlite:///{db}: {db} is locked by another process"):
+        check_store(TrackingConfig(uri=f"sqlite:///{db}"), timeout=1.0)
+    assert time.monotonic() - started < 3
+    locker.kill()
+    locker.communicate()  # reaped: no zombie left for later tests that list this process's children
+
+
+def unprivileged_error(check) -> str:
+    """check() in a forked process that first drops root (root writes anything), as a real user meets a read-only
+    store; the ConfigError it raised, or what else happened."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns into pytest
+        try:
+            if os.geteuid() == 0:
+                os.setgid(65534)
+                os.setuid(65534)
+            check()
+            message = "no error"
+        except ConfigError as exc:
+            message = f"ConfigError: {exc}"
+        except BaseException as exc:  # noqa: BLE001 - reported to the parent
+            message = repr(exc)
+        os.write(write, message.encode())
+        os._exit(0)
+    os.close(write)
+    with os.fdopen(read) as pipe:
+        message = pipe.read()
+    os.waitpid(pid, 0)
+    return message
+
+
+def test_a_read_only_store_is_one_line(tmp_path):
+    db = tmp_path / "mlflow.db"
+    sqlite3.connect(db).execute("CREATE TABLE t (x)").connection.commit()
+    db.chmod(0o444)
+    tmp_path.chmod(0o555)
+    enter = [p for p in (tmp_path.parent, tmp_path.parent.parent) if os.geteuid() == 0]  # let `nobody` reach it
+    modes = [p.stat().st_mode for p in enter]
+    try:
+        for folder in enter:
+            folder.chmod(0o755)
+        message = unprivileged_error(lambda: check_store(TrackingConfig(uri=f"sqlite:///{db}")))
+    finally:
+        tmp_path.chmod(0o755)
+        for folder, mode in zip(enter, modes):
+            folder.chmod(mode)
+    assert message == (
+        f"ConfigError: tracking.uri=sqlite:///{db}: {db} is read-only (sqlite also needs to write its folder); fix it, "
+        "use a store such as tracking.uri=sqlite:///<folder>/mlflow.db, or tracking.backend=none"
+    )
+
+
+def test_a_store_locked_mid_run_buffers_and_loses_nothing(tmp_path, monkeypatch, caplog):
+    store, db = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "mlflow.db"
+    lockers = []
+    # MLflow itself waits 20 s for a sqlite lock (busy_timeout), so a lock of 25 s makes one flush fail
+    on_step_start(monkeypatch, lambda step: step == 2 and lockers.append(hold_lock(db, 25)))
+    config = preflight([*tiny_overrides("pair", 5), "trainer.checkpoint_every=1", "tracking.retry_s=1"])
+    config.tracking.uri = store
+    with caplog.at_level(logging.WARNING, logger="hacrl_exp.tracking"):
+        summary = train(config, tmp_path / "run")
+    lockers[0].communicate(timeout=60)  # it let go of the lock on its own
+    assert summary["last_step"] == 5 and len(lockers) == 1 and lockers[0].returncode == 0
+    assert caplog.text.count("unavailable") == 1 and "answers again" in caplog.text, caplog.text  # warned once
+    runs = mlflow_histories(store, "hacrl")
+    assert {r["status"] for r in runs.values()} == {"FINISHED"}
+    assert [s for s, _ in runs["gpt2_bpe"]["metrics"]["reward/mean"]] == [1, 2, 3, 4, 5]
