@@ -96,7 +96,18 @@ _MAX_PASSES = 4  # units stack at most like `5\,\text{km}/\text{h}`; a bound kee
 
 @functools.lru_cache(maxsize=65536)  # a training step grades G responses against each gold
 def canonical(answer: str) -> str:
-    """The canonical spelling of one final answer (see the module table). Idempotent; never raises on any str."""
+    """The canonical spelling of one final answer (see the module table). Idempotent (the rules are applied until the
+    text stops changing: one rule's output can be another's input, e.g. `\\° 0`); never raises on any str."""
+    for _ in range(_MAX_PASSES):
+        rewritten = _rewrite_once(answer)
+        if rewritten == answer:
+            break
+        answer = rewritten
+    return answer
+
+
+def _rewrite_once(answer: str) -> str:
+    """One pass of every rule of the module table, in order."""
     s = _DELIMITERS.sub("", answer).strip()
     s = _SPACED_THOUSANDS.sub("", s)
     s = _THIN_SPACE.sub(" ", s)
@@ -215,8 +226,8 @@ def _interval(s: str) -> str:
     for part in parts:
         if part.count("<") + part.count(">") + part.count("\\le") + part.count("\\ge") > 2:
             return s
-        interval = as_interval(part.replace(" ", ""))
-        if interval is None:
+        interval = None if part.rstrip().endswith("\\") else as_interval(part.replace(" ", ""))
+        if interval is None:  # not an inequality (a bound that is a lone backslash is garbage, not a number)
             return s
         intervals.append(interval)
     return "\\cup".join(intervals)

@@ -63,7 +63,7 @@ def test_what_stays_as_written(kept):
     assert canonical(kept) == kept
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=1000, deadline=None, derandomize=True)  # the same examples in every CI run (20,000 passed once)
 @given(st.text(alphabet="0123456789.,-+ \\{}()[]^_%$°xyabcfrtexinpmqsd<>=", max_size=60))
 def test_canonical_never_raises_and_is_idempotent(text):
     once = canonical(text)
