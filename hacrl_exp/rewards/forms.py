@@ -94,10 +94,23 @@ _SPACE = re.compile(r"\s+")
 _MAX_PASSES = 4  # units stack at most like `5\,\text{km}/\text{h}`; a bound keeps hostile input linear
 
 
-@functools.lru_cache(maxsize=65536)  # a training step grades G responses against each gold
 def canonical(answer: str) -> str:
     """The canonical spelling of one final answer (see the module table). Idempotent (the rules are applied until the
     text stops changing: one rule's output can be another's input, e.g. `\\° 0`); never raises on any str."""
+    # a training step grades G responses against each gold: short answers are cached; long ones (a degenerate
+    # model's box can hold 20,000 characters) are not, so the cache stays small
+    return _canonical_cached(answer) if len(answer) <= _CACHED_CHARS else _to_fixpoint(answer)
+
+
+_CACHED_CHARS = 512
+
+
+@functools.lru_cache(maxsize=65536)
+def _canonical_cached(answer: str) -> str:
+    return _to_fixpoint(answer)
+
+
+def _to_fixpoint(answer: str) -> str:
     for _ in range(_MAX_PASSES):
         rewritten = _rewrite_once(answer)
         if rewritten == answer:
