@@ -74,6 +74,14 @@ def eval_points(data: ReportData, agent: str, method: str) -> pd.DataFrame:
     return points.rename(columns={EVAL: "accuracy"})[["seed", "step", "accuracy", "rollouts_total", "seconds"]]
 
 
+def step_intervals(points: pd.DataFrame, level: float):
+    """Per evaluation step: (the groupby, mean accuracy, t-interval low, high) across seeds."""
+    by_step = points.groupby("step")
+    stats = [mean_t_interval(group["accuracy"], level) for _, group in by_step]
+    mean = np.array([v.mean for v in stats])
+    return by_step, mean, np.array([v.low for v in stats]), np.array([v.high for v in stats])
+
+
 def learning_curves(
     data: ReportData, agent: str, methods: list[str], path: Path, level: float = 0.95, title: str = "main methods"
 ) -> Path:
@@ -84,10 +92,7 @@ def learning_curves(
         points = eval_points(data, agent, method)
         if points.empty:
             continue
-        by_step = points.groupby("step")
-        stats = [mean_t_interval(group["accuracy"], level) for _, group in by_step]
-        mean = np.array([s.mean for s in stats])
-        low, high = np.array([s.low for s in stats]), np.array([s.high for s in stats])
+        by_step, mean, low, high = step_intervals(points, level)
         for ax, (x_key, x_label) in zip(axes, X_AXES):
             x = by_step[x_key].mean().to_numpy() if x_key != "step" else np.array(list(by_step.groups))
             (line,) = ax.plot(x, mean, marker="o", markersize=3, label=method, color=colour_of(method))
@@ -153,12 +158,9 @@ def cost_curves(data: ReportData, methods: list[str], path: Path, level: float =
             points = eval_points(data, agent, method)
             if points.empty:
                 continue
-            by_step = points.groupby("step")
-            stats = [mean_t_interval(group["accuracy"], level) for _, group in by_step]
+            by_step, mean, low, high = step_intervals(points, level)
             x = by_step["rollouts_total"].mean().to_numpy()
-            mean = np.array([v.mean for v in stats])
-            err = np.nan_to_num(np.stack([mean - np.clip([v.low for v in stats], 0, 1),
-                                          np.clip([v.high for v in stats], 0, 1) - mean]))  # fmt: skip
+            err = np.nan_to_num(np.stack([mean - np.clip(low, 0, 1), np.clip(high, 0, 1) - mean]))
             colour = colour_of(method)
             ax.errorbar(x, mean, yerr=err, marker="o", markersize=3, capsize=2, label=method, color=colour)
             ax.scatter(x[-1:], mean[-1:], s=60, color=colour, zorder=3)

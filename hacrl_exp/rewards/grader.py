@@ -31,12 +31,12 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 
 from hacrl_exp.rewards.extract import ANSWER_EXTRACTORS
 from hacrl_exp.rewards.forms import canonical, split_top_level, unlabelled
 from hacrl_exp.rewards.numbers import (
     exact_values_equal,
+    hundredth,
     is_number,
     matches_scientific,
     text_answers_equal,
@@ -55,7 +55,6 @@ EXTRACTORS: dict[str, Callable[[str], str | None]] = ANSWER_EXTRACTORS
 _CACHE_SIZE = 100_000
 _SPACE = re.compile(r"\s+")
 _PERCENT = re.compile(r"(?:\\%|%)\s*\}?\s*$")
-_PLAIN = re.compile(r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)")
 
 
 @dataclass(frozen=True)
@@ -211,8 +210,7 @@ def comparisons(answer: str, gold: str, question: str | None) -> str | list[list
     alternatives = [[(mine, gold)]]
     asks_form = forms.fraction or forms.decimal or "fraction" in (question or "").lower()
     if _PERCENT.search(answer) and is_number(mine) and not asks_form:
-        hundredth = format(Decimal(mine).scaleb(-2), "f") if _PLAIN.fullmatch(mine) else f"\\frac{{{mine}}}{{100}}"
-        alternatives.append([(hundredth, gold)])
+        alternatives.append([(hundredth(mine), gold)])
     return alternatives
 
 

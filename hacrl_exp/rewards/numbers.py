@@ -27,6 +27,11 @@ def is_number(text: str) -> bool:
     return _number(text) is not None
 
 
+def hundredth(number: str) -> str:
+    """`number` / 100, exactly: a decimal for a plain decimal (`50` -> `0.50`), else `\\frac{number}{100}`."""
+    return format(Decimal(number).scaleb(-2), "f") if _PLAIN.fullmatch(number) else f"\\frac{{{number}}}{{100}}"
+
+
 def exact_values_equal(answer: str, gold: str) -> bool | None:
     """Exact comparison when both sides are numbers this reads (`_number`: decimals, `a\\times10^{b}`, integer
     fractions), or lists of them: a bare list compares as a multiset (`1,2` = `2,1`, as math-verify compares sets),
