@@ -134,7 +134,7 @@ def main() -> None:
         met = verdict(x2_wall, 0.75) if group == 4 else ""
         target_rows.append([n, group, f"HACPO / GSPO×2 ({2 * group} per agent)", x2_wall, x2_cpu, goal, met])
         hacpo = summary[f"{key} hacpo"]
-        cross = hacpo["score_cross"] / hacpo["total"]
+        cross = hacpo["build_batch"] / hacpo["total"]
         target_rows.append([n, group, "cross-scoring share of a HACPO step", cross, "", "≤ 0.25", verdict(cross, 0.25)])
         targets[key] = {
             "hacpo_over_gspo": wall,

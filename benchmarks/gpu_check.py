@@ -8,7 +8,7 @@ intermediate 3072, vocabulary 151936, tied embeddings) built from a config with 
 built locally, so nothing is downloaded. Training agents keep float32 master weights and AdamW state and compute
 in bf16 under autocast, with gradient checkpointing; the LoRA row trains r=16 adapters on a frozen bf16 base.
 Generation runs through the HF rollout engine (and the vLLM one when vllm imports); the training steps run the
-trainer's own scoring (old log-probs), batch building (re-tokenisation, advantages) and `update_learner` on
+trainer's own scoring (old log-probs), batch building (re-tokenisation, advantages) and `trainer.step.update` on
 synthetic rollouts of fixed length. A step excludes generation (measured on its own rows).
 
 MFU = model FLOPs / (seconds × peak). Model FLOPs: 2·N per token forward, 4·N per token backward (2·N when the

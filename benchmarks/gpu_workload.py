@@ -12,14 +12,22 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from hacrl_exp.agents.agent import Agent, build_agent
 from hacrl_exp.agents.devices import memory_metrics
+from hacrl_exp.agents.logprobs import batched_response_logprobs
 from hacrl_exp.agents.lora import is_lora
-from hacrl_exp.algo import Mechanisms, get_algorithm
-from hacrl_exp.config.schema import AgentConfig, AlgorithmConfig, LoraConfig, ModelConfig, TrainerConfig
-from hacrl_exp.graph import Edge
+from hacrl_exp.config.schema import (
+    AgentConfig,
+    AgentsConfig,
+    AlgorithmConfig,
+    Config,
+    LoraConfig,
+    ModelConfig,
+    RolloutConfig,
+    TrainerConfig,
+)
 from hacrl_exp.rollout.base import SamplingSettings
-from hacrl_exp.scoring import batched_response_logprobs
-from hacrl_exp.trainer.pool import SourceRollouts, build_learner_batch
-from hacrl_exp.trainer.update import update_learner
+from hacrl_exp.trainer import step as learner_step
+from hacrl_exp.trainer.params import learner_params
+from hacrl_exp.trainer.rollouts import SourceRollouts
 
 PEAK_FLOPS = {"cuda": 989e12}  # H200 dense bf16; MFU is left out on other devices
 GIB = 1 << 30
@@ -128,15 +136,19 @@ def synthetic_pool(agents, sizes: Sizes, step: int) -> dict[int, SourceRollouts]
         rewards = torch.randint(0, 2, (rows,), generator=g).double()
         old = batched_response_logprobs(agent.model, prompt_ids, responses, agent.pad_id, sizes.micro_batch)
         texts = agent.tokenizer.batch_decode(responses, skip_special_tokens=True)
-        pool[i] = SourceRollouts(i, [r // sizes.group for r in range(rows)], prompt_ids, responses, texts, rewards, old)
+        index = [r // sizes.group for r in range(rows)]
+        pool[i] = SourceRollouts(i, index, prompt_ids, responses, texts, rewards, old, problem_prompt_ids=prompts)
     return pool
 
 
 def train_step(agents, algorithm_name: str, sizes: Sizes, step: int) -> tuple[float, float]:
     """One step without generation: score own, build each learner's batch, update. Returns (seconds, FLOPs)."""
-    algorithm, algo_cfg = get_algorithm(algorithm_name), AlgorithmConfig(name=algorithm_name)
+    algo_cfg = AlgorithmConfig(name=algorithm_name)
     trainer = TrainerConfig(prompts_per_step=sizes.prompts, group_size=sizes.group, micro_batch_size=sizes.micro_batch)
     names, device = [a.name for a in agents], next(agents[0].model.parameters()).device
+    members = AgentsConfig(members={name: AgentConfig() for name in names})  # all_to_all, α 1
+    rollout = RolloutConfig(max_new_tokens=sizes.response_len)
+    params = learner_params(Config(agents=members, algorithm=algo_cfg, trainer=trainer, rollout=rollout))
     n = len(agents)
     sync(device)
     start = time.perf_counter()
@@ -146,23 +158,9 @@ def train_step(agents, algorithm_name: str, sizes: Sizes, step: int) -> tuple[fl
         for a, v in zip(agents, pool.values())
     )
     for k, agent in enumerate(agents):
-        edges = [Edge(names[k], names[j], 1.0) for j in range(n) if j != k]
-        prompt_ids = pool[k].prompt_ids[:: sizes.group]
-        batch = build_learner_batch(
-            k,
-            edges,
-            names,
-            pool,
-            prompt_ids,
-            agent.tokenizer,
-            sizes.response_len,
-            algorithm,
-            Mechanisms(),
-            torch.ones(n),
-            torch.ones(n),
-            algo_cfg.adv_eps,
-        )
-        update_learner(agent, batch, names, algorithm, algo_cfg, Mechanisms(), trainer)
+        sources = {j: pool[j].shared() for j in params[k].sources}
+        batch = learner_step.build_batch(pool[k], sources, torch.ones(n), agent.tokenizer, params[k])
+        learner_step.update(agent, batch, params[k], names)
         backward = 1 if is_lora(agent.model) else 2  # frozen weights: no weight gradients
         run = (batch.advantages != 0).tolist()
         tokens = sum(len(p) + len(r) for p, r, keep in zip(batch.prompt_ids, batch.response_ids, run) if keep)
@@ -186,7 +184,7 @@ def measure_training(agents, algorithm: str, sizes: Sizes, device: torch.device)
     peak = torch.cuda.max_memory_allocated(device) / GIB if device.type == "cuda" else float("nan")
     memory = memory_metrics(agents, reset_peak=False)
     resident = max(
-        sum(m[k] for k in ("memory/params_mb", "memory/grads_mb", "memory/optimizer_mb")) for m in memory.values()
+        sum(m[k] for k in ("memory/params_mib", "memory/grads_mib", "memory/optimizer_mib")) for m in memory.values()
     )
     achieved = step_flops / seconds
     mfu = achieved / PEAK_FLOPS[device.type] if device.type in PEAK_FLOPS else float("nan")

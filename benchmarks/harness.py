@@ -1,10 +1,10 @@
 """Shared machinery of the benchmark suite: configs, per-agent phase timing of trainer runs, RSS and load.
 
 Runs go through the real trainer (`hacrl_exp.trainer.loop.train`, executor=local). `PhaseRecorder` wraps the
-three functions each agent worker calls (collect_rollouts, build_learner_batch, update_learner) for the
+three functions each agent worker calls (collect_rollouts, step.build_batch, step.update) for the
 duration of a run, so every step is split per agent and per phase without touching the package; the
-step totals come from the run's own metrics.jsonl (`time/*`). It also reads the process CPU time at the
-start and end of every step (the end is the loop's `time/step` log call): on a machine shared with other
+step totals come from the run's own metrics.jsonl (`time/*_s`). It also reads the process CPU time at the
+start and end of every step (the end is the loop's `time/step_s` log call): on a machine shared with other
 jobs, CPU seconds move much less than wall seconds, so ratios of both are reported.
 """
 
@@ -25,7 +25,7 @@ from hydra.core.global_hydra import GlobalHydra
 from hacrl_exp.config.preflight import CONFIG_DIR
 from hacrl_exp.config.schema import Config
 from hacrl_exp.config.validate import validate
-from hacrl_exp.trainer import loop, worker
+from hacrl_exp.trainer import loop, step, worker
 from hacrl_exp.trainer.metrics import read_metrics
 
 BENCH_CONF = Path(__file__).resolve().parent / "conf"
@@ -41,7 +41,7 @@ BASE_OVERRIDES = [
     "trainer.threads=1",
 ]
 SOURCE_PHASES = ("generate", "reward", "score_own")
-LEARNER_PHASES = ("score_cross", "update")
+LEARNER_PHASES = ("build_batch", "update")
 PHASES = (*SOURCE_PHASES, *LEARNER_PHASES)
 
 
@@ -104,20 +104,21 @@ class PhaseRecorder:
         self._originals: dict[str, object] = {}
         self._cpu_start = 0.0
         self._step = 0
+        self._names: dict[int, str] = {}
 
     def __enter__(self) -> PhaseRecorder:
-        for name in ("collect_rollouts", "build_learner_batch", "update_learner"):  # in-process workers call these
-            self._originals[name] = getattr(worker, name)
-        self._originals["make_tracker"] = loop.make_tracker
+        self._modules = {"collect_rollouts": worker, "build_batch": step, "update": step, "make_tracker": loop}
+        for name, module in self._modules.items():  # in-process workers call these
+            self._originals[name] = getattr(module, name)
         worker.collect_rollouts = self._collect
-        worker.build_learner_batch = self._build
-        worker.update_learner = self._update
+        step.build_batch = self._build
+        step.update = self._update
         loop.make_tracker = self._tracker
         return self
 
     def __exit__(self, *exc) -> None:
         for name, original in self._originals.items():
-            setattr(loop if name == "make_tracker" else worker, name, original)
+            setattr(self._modules[name], name, original)
 
     def _collect(self, agent, index, problems, group, sampling, task, batch_size, times):
         if index == 0:  # the loop collects agent 0 first: a new step begins
@@ -129,6 +130,7 @@ class PhaseRecorder:
                 self.cpu.clear()
             self.steps.append(defaultdict(dict))
             self._cpu_start = time.process_time()
+        self._names[index] = agent.name
         before = dict(times)
         out = self._originals["collect_rollouts"](agent, index, problems, group, sampling, task, batch_size, times)
         record = self.steps[-1][agent.name]
@@ -138,11 +140,11 @@ class PhaseRecorder:
         record["tokens"] = float(sum(len(r) for r in out.response_ids))
         return out
 
-    def _build(self, learner, edges, names, *args, **kwargs):
+    def _build(self, own, sources, rho, tokenizer, params):
         started = time.perf_counter()
-        batch = self._originals["build_learner_batch"](learner, edges, names, *args, **kwargs)
-        record = self.steps[-1][names[learner]]
-        record["score_cross"] = time.perf_counter() - started
+        batch = self._originals["build_batch"](own, sources, rho, tokenizer, params)
+        record = self.steps[-1][self._names[params.index]]
+        record["build_batch"] = time.perf_counter() - started
         record["rows"] = float(len(batch))
         record["cross_rows"] = float((~batch.is_self).sum())
         record["zero_adv_rows"] = float((batch.advantages == 0).sum())
@@ -153,7 +155,7 @@ class PhaseRecorder:
         log, recorder = tracker.log, self
 
         def timed_log(step, metrics, agent=None):
-            if agent is None and "time/step" in metrics:  # the loop's last act of a step
+            if agent is None and "time/step_s" in metrics:  # the loop's last act of a step
                 recorder.cpu.append(time.process_time() - recorder._cpu_start)
             return log(step, metrics, agent)
 
@@ -162,10 +164,10 @@ class PhaseRecorder:
 
     def _update(self, agent, batch, *args, **kwargs):
         started = time.perf_counter()
-        metrics = self._originals["update_learner"](agent, batch, *args, **kwargs)
+        metrics = self._originals["update"](agent, batch, *args, **kwargs)
         record = self.steps[-1][agent.name]
         record["update"] = time.perf_counter() - started
-        record["updates"] = metrics.get("updates", 0.0)
+        record["updates"] = metrics.get("train/updates", 0.0)
         return metrics
 
 
@@ -177,11 +179,11 @@ def run_training(overrides: list[str], steps: int, out_dir: Path, on_step_start=
         loop.train(config, out_dir)
     if not keep:
         return []
-    rows = [r for r in read_metrics(out_dir / "metrics.jsonl") if r["agent"] == "" and "time/step" in r]
+    rows = [r for r in read_metrics(out_dir / "metrics.jsonl") if r["agent"] == "" and "time/step_s" in r]
     records = []
     for row, agents, cpu in zip(rows, recorder.steps, recorder.cpu):
-        record = {"step": row["step"], "total": row["time/step"], "cpu": cpu, "other": row["time/other"]}
-        record.update({p: row[f"time/{p}"] for p in PHASES})
+        record = {"step": row["step"], "total": row["time/step_s"], "cpu": cpu, "other": row["time/other_s"]}
+        record.update({p: row[f"time/{p}_s"] for p in PHASES})
         record["agents"] = {name: dict(values) for name, values in agents.items()}
         records.append(record)
     return records

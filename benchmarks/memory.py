@@ -48,16 +48,21 @@ class MemoryRecorder:
 
     def __enter__(self) -> MemoryRecorder:
         from hacrl_exp.agents import factory
-        from hacrl_exp.trainer import worker
+        from hacrl_exp.trainer import step, worker
 
         def patch(module, name, wrapper):
             self._saved.append((module, name, getattr(module, name)))
             setattr(module, name, wrapper(getattr(module, name)))
 
         patch(factory, "build_agent", self._on_build)
-        patch(worker, "collect_rollouts", lambda fn: self._phase(fn, "rollout", lambda a: a[0].name))
-        patch(worker, "build_learner_batch", lambda fn: self._phase(fn, "update", lambda a: a[2][a[0]]))
-        patch(worker, "update_learner", lambda fn: self._phase(fn, "update", lambda a: a[0].name))
+        names: dict[int, str] = {}  # agent index → name, learnt from collect_rollouts(agent, index, ...)
+        patch(
+            worker,
+            "collect_rollouts",
+            lambda fn: self._phase(fn, "rollout", lambda a: names.setdefault(a[1], a[0].name)),
+        )
+        patch(step, "build_batch", lambda fn: self._phase(fn, "update", lambda a: names[a[4].index]))
+        patch(step, "update", lambda fn: self._phase(fn, "update", lambda a: a[0].name))
         self._before_build = rss_mb()
         return self
 

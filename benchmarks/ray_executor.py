@@ -75,7 +75,7 @@ def main() -> None:
         else:
             train(config, run_dir)
         total = time.perf_counter() - started
-        steps = [r["time/step"] for r in read_metrics(run_dir / "metrics.jsonl") if "time/step" in r]
+        steps = [r["time/step_s"] for r in read_metrics(run_dir / "metrics.jsonl") if "time/step_s" in r]
         results[label] = {"s_per_step": median(steps[1:]), "fixed_s": total - sum(steps), "steps": steps}
     per_step = {m: (traffic.sent[m] / args.steps, traffic.returned[m] / args.steps) for m in ("rollout", "learn")}
     reference = results["local, 1 thread"]["s_per_step"]

@@ -119,7 +119,7 @@ def main() -> None:
             s["cpu"],
             s["generate"],
             s["score_own"],
-            s["score_cross"],
+            s["build_batch"],
             s["update"],
             int(t["rollouts"]),
             int(t["tokens"]),

@@ -4,7 +4,7 @@
 
 Each repeat trains every algorithm for --steps steps from the same warm-started agents (cached), in
 turn, so machine noise hits all of them alike. The first step of each run is a warm-up and is dropped.
-Prints median seconds per step and per phase (generate / reward / score own / score cross / update /
+Prints median seconds per step and per phase (generate / reward / score own / build batch / update /
 other) for each algorithm, and the ratios against the issue-3 targets:
   HACPO step ≤ 1.5× a GSPO step at the same per-agent G;  "other" ≤ 10% of a step.
 """
@@ -27,7 +27,7 @@ ALGORITHMS = ("gspo", "hacpo", "gspo_x2")
 
 
 def step_rows(run_dir: Path) -> list[dict]:
-    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r["agent"] == "" and "time/step" in r]
+    return [r for r in read_metrics(run_dir / "metrics.jsonl") if r["agent"] == "" and "time/step_s" in r]
 
 
 def main() -> None:
@@ -58,7 +58,7 @@ def main() -> None:
             for row in step_rows(run_dir)[1:]:
                 for key, value in row.items():
                     if key.startswith("time/"):
-                        times[algorithm][key[5:]].append(value)
+                        times[algorithm][key[5:].removesuffix("_s")].append(value)
     phases = [*PHASES, "other"]
     rows = []
     for algorithm in ALGORITHMS:
@@ -73,13 +73,13 @@ def main() -> None:
     )
     ratio_gspo = median(times["hacpo"]["step"]) / median(times["gspo"]["step"])
     ratio_x2 = median(times["hacpo"]["step"]) / median(times["gspo_x2"]["step"])
-    cross_share = median(times["hacpo"]["score_cross"]) / median(times["hacpo"]["step"])
+    cross_share = median(times["hacpo"]["build_batch"]) / median(times["hacpo"]["step"])
     print_table(
         ["ratio", "value", "target"],
         [
             ["HACPO / GSPO step (same G per agent)", ratio_gspo, "≤ 1.5"],
             ["HACPO / GSPO×2 step", ratio_x2, "(issue 8: ≤ 0.75 at G = 4)"],
-            ["score cross (re-tokenise) share of a HACPO step", cross_share, "(issue 8: ≤ 0.25)"],
+            ["build batch (re-tokenise, advantages) share of a HACPO step", cross_share, "(issue 8: ≤ 0.25)"],
             ["other share of a HACPO step", median(times["hacpo"]["other"]) / median(times["hacpo"]["step"]), "≤ 0.10"],
         ],
         "Ratios",

@@ -117,11 +117,11 @@ def run_ours(overrides: list[str], steps: int, out: Path) -> list[dict]:
                 "generate": r["generate"],
                 "reward": r["reward"],
                 "score_old": r["score_own"],
-                "prep": r["score_cross"],  # our learner batch: advantages and row bookkeeping
+                "prep": r["build_batch"],  # our learner batch: advantages and row bookkeeping
                 "forward": w["forward"],
                 "backward": w["backward"],
                 "optimizer": w["optimizer"],
-                "rest": r["total"] - r["generate"] - r["reward"] - r["score_own"] - r["score_cross"] - inner,
+                "rest": r["total"] - r["generate"] - r["reward"] - r["score_own"] - r["build_batch"] - inner,
                 "tokens": sum(a["tokens"] for a in r["agents"].values()),
             }
         )

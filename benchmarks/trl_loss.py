@@ -4,7 +4,7 @@ TRL's side runs TRL's own code: `GRPOTrainer._compute_loss` of a real trainer (i
 "sequence", loss_type="grpo", epsilon 3e-4 / epsilon_high 4e-4, beta 0) whose forward pass is replaced by the
 given per-token log-probs, and its group advantage (rewards − group mean) / (nanstd + 1e-4), the four lines of
 `_generate_and_score_completions` with TRL's own `nanstd`. Our side is the call sequence of the GSPO branch of
-`hacrl_exp.trainer.update.update_learner`: group_relative_advantages → masked_mean → sequence_log_ratio →
+`hacrl_exp.trainer.step.update`: group_relative_advantages → masked_mean → sequence_log_ratio →
 exp → sequence_policy_loss. With our advantage ε set to TRL's 1e-4 the two must agree to 1e-6 (they agree to
 rounding); with verl's 1e-6 they differ by the known ε term only.
 """
@@ -93,7 +93,7 @@ def our_advantages(rewards: torch.Tensor, group: int, eps: float) -> torch.Tenso
 
 
 def our_loss(current: torch.Tensor, case: Case, advantages: torch.Tensor) -> torch.Tensor:
-    """The GSPO branch of update_learner for one micro-batch that is the whole mini-batch."""
+    """The GSPO branch of trainer.step.update for one micro-batch that is the whole mini-batch."""
     is_self = torch.ones(len(advantages), dtype=torch.bool)
     old_mean = masked_mean(case.old, case.mask)
     log_s = sequence_log_ratio(masked_mean(current, case.mask), old_mean, -LOG_RATIO_CLAMP, LOG_RATIO_CLAMP)

@@ -90,16 +90,16 @@ def resident_memory(model: torch.nn.Module, optimizer: torch.optim.Optimizer | N
     owned = {t.data_ptr() for t in params}
     ref = [p for p in _unique(list(reference.parameters())) if p.data_ptr() not in owned] if reference else []
     return {
-        "memory/params_mb": _bytes(params) / MIB,
+        "memory/params_mib": _bytes(params) / MIB,
         "memory/trainable_params": float(sum(p.numel() for p in params if p.requires_grad)),
-        "memory/grads_mb": _bytes(grads) / MIB,
-        "memory/optimizer_mb": _bytes(state) / MIB,
-        "memory/reference_mb": _bytes(ref) / MIB,
+        "memory/grads_mib": _bytes(grads) / MIB,
+        "memory/optimizer_mib": _bytes(state) / MIB,
+        "memory/reference_mib": _bytes(ref) / MIB,
     }
 
 
 def memory_metrics(agents: Sequence, reset_peak: bool = False) -> dict[str, dict[str, float]]:
-    """Per agent name: `resident_memory`, and on CUDA memory/peak_mb and memory/reserved_mb of its device.
+    """Per agent name: `resident_memory`, and on CUDA memory/gpu_peak_mib and memory/gpu_reserved_mib of its device.
 
     peak_mb = torch.cuda.max_memory_allocated(device) since the process started (or its peak was last reset): the
     device's peak, which agents placed on the same GPU share. reset_peak=True resets each device read, once all are
@@ -110,8 +110,8 @@ def memory_metrics(agents: Sequence, reset_peak: bool = False) -> dict[str, dict
         device = next(agent.model.parameters()).device
         if device.type == "cuda" and device not in peaks:
             peaks[device] = {
-                "memory/peak_mb": torch.cuda.max_memory_allocated(device) / MIB,
-                "memory/reserved_mb": torch.cuda.memory_reserved(device) / MIB,
+                "memory/gpu_peak_mib": torch.cuda.max_memory_allocated(device) / MIB,
+                "memory/gpu_reserved_mib": torch.cuda.memory_reserved(device) / MIB,
             }
     if reset_peak:
         for device in peaks:

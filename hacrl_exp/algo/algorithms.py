@@ -1,45 +1,48 @@
-"""The algorithm registry and the four HACPO mechanism switches (hacpo-spec §2 "Toggled off", §2.6, §3).
+"""The algorithm registry and the resolution of HACPO's mechanism switches (hacpo-spec §2 "Toggled off", §2.6, §3).
 
-An `Algorithm` says which advantage and which objective each sample gets; the trainer reads these
-fields and never branches on a name. `Mechanisms.resolve` turns the switches into the effective
-hyper-parameters, so "off" lives in exactly one place.
+An `Algorithm` names the objective it computes (`objectives.py`) and how a learner's batch is formed: whether it
+shares rollouts, whether its joint baseline is capability-weighted, how many rollouts per prompt. The switches of
+`mechanisms.*` are turned into plain step parameters once, by `resolve_mechanisms`, so "off" lives in one place and
+the training step never reads a switch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import torch
 
 from hacrl_exp.algo._checks import check_nonnegative, check_range
+from hacrl_exp.algo.objectives import Objective, grpo_objective, gspo_objective_loss, hacpo_objective
 
 
 @dataclass(frozen=True)
 class Algorithm:
-    """How one algorithm builds a learner's batch, advantages and loss."""
+    """One algorithm: the objective it computes and how a learner's batch is built for it."""
 
     name: str
+    objective: Objective
     shares_rollouts: bool
     """Learners also train on their partners' rollouts (the joint group of spec §1.1)."""
     capability_baseline: bool
     """Advantages use the ω-weighted joint baseline (§2.1); else the plain joint (or own) group mean."""
-    hacpo_cross: bool
-    """Cross samples use the HACPO objective (§2.5); else the plain GSPO clip (Naive, §2.6)."""
-    token_level: bool = False
-    """GRPO's per-token ratio and token-mean aggregation (§3.3) instead of GSPO's sequence ratio."""
     rollout_multiplier: int = 1
     """G and updates per step are multiplied by this (GSPO×2, §3.2)."""
     min_agents: int = 1
+    token_level: bool = False
+    """The objective reads per-token old log-probs and uses the GRPO clip range (§3.3)."""
 
 
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
-        Algorithm("hacpo", shares_rollouts=True, capability_baseline=True, hacpo_cross=True, min_agents=2),
-        Algorithm("naive", shares_rollouts=True, capability_baseline=False, hacpo_cross=False, min_agents=2),
-        Algorithm("gspo", shares_rollouts=False, capability_baseline=False, hacpo_cross=False),
-        Algorithm("gspo_x2", shares_rollouts=False, capability_baseline=False, hacpo_cross=False, rollout_multiplier=2),
-        Algorithm("grpo", shares_rollouts=False, capability_baseline=False, hacpo_cross=False, token_level=True),
+        Algorithm("hacpo", hacpo_objective, shares_rollouts=True, capability_baseline=True, min_agents=2),
+        Algorithm("naive", gspo_objective_loss, shares_rollouts=True, capability_baseline=False, min_agents=2),
+        Algorithm("gspo", gspo_objective_loss, shares_rollouts=False, capability_baseline=False),
+        Algorithm("gspo_x2", gspo_objective_loss, False, False, rollout_multiplier=2),
+        Algorithm("grpo", grpo_objective, shares_rollouts=False, capability_baseline=False, token_level=True),
     )
 }
 
@@ -52,38 +55,58 @@ def get_algorithm(name: str) -> Algorithm:
         raise ValueError(f"algorithm={name!r} is unknown; choose one of {sorted(ALGORITHMS)}") from None
 
 
-@dataclass
-class Mechanisms:
-    """On/off switches for HACPO's mechanisms; each "off" is the ablation of spec §2."""
+class MechanismSwitches(Protocol):
+    """The five switches of `mechanisms.*` (hacrl_exp.config.schema.MechanismsConfig)."""
 
-    capability_advantage: bool = True
-    """§2.1 off ("HACPO − Adv", Table 2): the baseline is the unweighted joint mean."""
-    omega: bool = True
-    """§2.2 off ("HACPO − ω", Table 3): cross loss weight 1, baseline weights kept."""
-    exponential_is: bool = True
-    """§2.3 off: α = 0, no sg[c]^α reweighting."""
-    stepwise: bool = True
-    """§2.4 off ("no Stepwise", Fig. 4): static window [1 − δ, 1], i.e. δ_step = 0."""
-    clip: bool = True
-    """Cross clipping off ("no Clip", Fig. 4): J = s · sg[s]^α · ρ · A with the raw ratio."""
+    capability_advantage: bool
+    omega: bool
+    exponential_is: bool
+    stepwise: bool
+    clip: bool
+
+
+@dataclass(frozen=True)
+class MechanismParams:
+    """HACPO's mechanisms as plain step parameters, every switch already applied (spec §2 "Toggled off")."""
+
+    alphas: tuple[float, ...]
+    """α of each source edge; 0 with exponential IS off (§2.3)."""
+    delta_step: float
+    """δ_step; 0 with stepwise off (§2.4): the static window [1 − δ, 1]."""
+    weighted_baseline: bool
+    """Baseline weights w_{k←j} = 1/ρ(j→k) (§2.1); off for Naive, GSPO and "HACPO − Adv"."""
+    weighted_loss: bool
+    """Cross loss weight ρ(j→k) (§2.2); off for "HACPO − ω" (weight 1, baseline weights kept)."""
+    clip_cross: bool
+    """Cross window clip (§2.4); off for "no Clip": J = s·sg[s]^α·ρ·A with the raw ratio."""
 
     def baseline_weight(self, weights: torch.Tensor) -> torch.Tensor:
-        """Effective baseline weights: the given w_{k←j}, or all ones with the advantage mechanism off."""
-        return weights if self.capability_advantage else torch.ones_like(weights)
+        """w = the given 1/ρ, or all ones when the baseline is not weighted."""
+        return weights if self.weighted_baseline else torch.ones_like(weights)
 
-    def loss_weight(self, weights: torch.Tensor) -> torch.Tensor:
-        """Effective cross loss weights: ρ(j→k), or all ones with ω off."""
-        return weights if self.omega else torch.ones_like(weights)
+    def loss_weight(self, rho: torch.Tensor) -> torch.Tensor:
+        """ρ(j→k), or all ones when the cross loss is not weighted."""
+        return rho if self.weighted_loss else torch.ones_like(rho)
 
-    def alpha(self, alpha: float) -> float:
-        """Effective exponential-IS α: the configured one, or 0 when the mechanism is off."""
+
+def resolve_mechanisms(
+    switches: MechanismSwitches, algorithm: Algorithm, alphas: Sequence[float], delta_step: float
+) -> MechanismParams:
+    """The switches of one run applied to its algorithm and hyper-parameters (α per edge, δ_step).
+
+    The baseline is capability-weighted only when the algorithm uses it (HACPO) and `capability_advantage` is on;
+    ρ, α and the clip apply to cross rows, which only sharing algorithms have. ValueError names a bad α or δ_step.
+    """
+    for alpha in alphas:
         check_nonnegative("alpha", alpha)
-        return alpha if self.exponential_is else 0.0
-
-    def delta_step(self, delta_step: float) -> float:
-        """Effective δ_step: the configured one, or 0 (static bounds) when stepwise is off."""
-        check_nonnegative("delta_step", delta_step)
-        return delta_step if self.stepwise else 0.0
+    check_nonnegative("delta_step", delta_step)
+    return MechanismParams(
+        alphas=tuple(float(a) if switches.exponential_is else 0.0 for a in alphas),
+        delta_step=delta_step if switches.stepwise else 0.0,
+        weighted_baseline=algorithm.capability_baseline and switches.capability_advantage,
+        weighted_loss=switches.omega,
+        clip_cross=switches.clip,
+    )
 
 
 def check_hacpo_hyperparameters(alpha: float, delta: float, delta_step: float) -> None:

@@ -108,6 +108,22 @@ def k3_kl(logp: torch.Tensor, ref_logp: torch.Tensor) -> torch.Tensor:
     return (d.exp() - d - 1.0).clamp(-10.0, 10.0)
 
 
+def kl_penalty(
+    logp: torch.Tensor, ref_logp: torch.Tensor, mask: torch.Tensor, aggregation: str, self_rows: int, self_tokens: int
+) -> torch.Tensor:
+    """KL term of the self rows of one micro-batch, scaled to its mini-batch (spec §1.7), k3 = `k3_kl` per token:
+
+        token_mean           Σ_rows Σ_t k3_t·mask / self_tokens          (C0: every self token of the mini-batch)
+        seq_mean_token_mean  Σ_rows (Σ_t k3_t·mask / |y|) / self_rows    (C1: every self row counts once)
+
+    logp, ref_logp, mask (B, T) of this micro-batch's self rows; self_rows, self_tokens count the mini-batch's.
+    """
+    kl = k3_kl(logp, ref_logp) * mask
+    if aggregation == "token_mean":
+        return kl.sum() / self_tokens
+    return (kl.sum(-1) / mask.sum(-1).clamp_min(1)).sum() / self_rows
+
+
 def seq_mean_token_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     """(1/B) Σ_b [Σ_t v·mask / Σ_t mask]: every sequence counts once (verl `seq-mean-token-mean`)."""
     check_same_shape(values=values, mask=mask)

@@ -9,8 +9,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional
 
-from hacrl_exp.algo.algorithms import Mechanisms
-
 SEED_MAX = 2**32 - 1
 """Seeds lie in [0, 2**32 - 1], what torch, numpy and random all accept."""
 
@@ -162,7 +160,7 @@ class TaskConfig:
     grader_workers: int = field(default=1, metadata=rng(1, 64))
     bad_rows: str = "error"
     """math: a malformed, empty, non-UTF-8 or duplicate-id data row: error (stop, naming file:line) | skip (count
-    by reason, report as data/skipped_rows metrics)."""
+    by reason, report as train/skipped_rows metrics)."""
     max_prompt_tokens: int = field(default=1024, metadata=rng(8, 1 << 20))
 
 
@@ -280,12 +278,31 @@ class ExecutorConfig:
 
 
 @dataclass
+class MechanismsConfig:
+    """On/off switches for HACPO's mechanisms; each "off" is the ablation of spec §2 ("Toggled off").
+
+    The trainer resolves them once, at validation, into plain step parameters (hacrl_exp.algo.resolve_mechanisms).
+    """
+
+    capability_advantage: bool = True
+    """§2.1 off ("HACPO − Adv", Table 2): the baseline is the unweighted joint mean."""
+    omega: bool = True
+    """§2.2 off ("HACPO − ω", Table 3): cross loss weight 1, baseline weights kept."""
+    exponential_is: bool = True
+    """§2.3 off: α = 0, no sg[c]^α reweighting."""
+    stepwise: bool = True
+    """§2.4 off ("no Stepwise", Fig. 4): static window [1 − δ, 1], i.e. δ_step = 0."""
+    clip: bool = True
+    """Cross clipping off ("no Clip", Fig. 4): J = s · sg[s]^α · ρ · A with the raw ratio."""
+
+
+@dataclass
 class Config:
     seed: int = field(default=0, metadata=rng(0, SEED_MAX))
     agents: AgentsConfig = field(default_factory=AgentsConfig)
     algorithm: AlgorithmConfig = field(default_factory=AlgorithmConfig)
-    mechanisms: Mechanisms = field(default_factory=Mechanisms)
-    """HACPO's mechanism switches (hacrl_exp.algo.Mechanisms): false = that ablation."""
+    mechanisms: MechanismsConfig = field(default_factory=MechanismsConfig)
+    """HACPO's mechanism switches: false = that ablation."""
     task: TaskConfig = field(default_factory=TaskConfig)
     rollout: RolloutConfig = field(default_factory=RolloutConfig)
     trainer: TrainerConfig = field(default_factory=TrainerConfig)

@@ -7,7 +7,7 @@ policy (`task.bad_rows`) says what happens to it:
 
   error  loading stops with a `DataError` naming file:line, what is wrong and the fix (the default);
   skip   the row is dropped and counted by reason (`BadRows.counts`); each is logged as a warning, the totals are
-         printed once per file and reported in the run as metrics `data/skipped_rows[/<reason>]`.
+         printed once per file and reported in the run as metrics `train/skipped_rows[/<reason>]`.
 
 Blank lines after the last row are not rows (an editor's trailing newline loses nothing). A file without a single
 usable row is an error under both policies.
@@ -177,11 +177,11 @@ class BadRows:
         return out
 
     def metrics(self) -> dict[str, float]:
-        """{'data/skipped_rows': total, 'data/skipped_rows/<reason>': count}; empty when nothing was skipped."""
+        """{'train/skipped_rows': total, 'train/skipped_rows/<reason>': count}; empty when nothing was skipped."""
         if not self.counts:
             return {}
-        return {"data/skipped_rows": float(self.skipped)} | {
-            f"data/skipped_rows/{reason}": float(n) for reason, n in sorted(self.counts.items())
+        return {"train/skipped_rows": float(self.skipped)} | {
+            f"train/skipped_rows/{reason}": float(n) for reason, n in sorted(self.counts.items())
         }
 
 

@@ -42,23 +42,27 @@ class CapabilityEstimates:
             return torch.stack([self.by_category[c].loss_weights() for c in prompt_categories], dim=1)
         return self.batch.loss_weights()
 
-    def metrics(self, agent: int, names: list[str]) -> dict[str, float]:
-        """P̂, ω = ρ(j→k) and baseline weights of one agent, overall and per category."""
+    def metrics(self, agent: int, names: list[str], sources: tuple[int, ...] | None = None) -> dict[str, float]:
+        """P̂ of one agent, its batch accuracy per category, and what it receives from each other agent j:
+        ω = ρ(j→k) and the baseline weight 1/ρ (keys of docs/metrics.md). `sources`, the agents it learns from,
+        give cross/omega and cross/baseline_weight, the means over them."""
         rho = self.batch.loss_weights()
-        metrics = {"capability/p_hat": float(self.batch.p_hat()[agent])}
-        for j, source in enumerate(names):
-            if j != agent:
-                metrics[f"omega/{source}"] = float(rho[agent, j])
-                metrics[f"baseline_weight/{source}"] = float(1.0 / rho[agent, j])
+        metrics = {"train/p_hat": float(self.batch.p_hat()[agent])}
         for category, tracker in self.by_category.items():
-            metrics[f"capability/{category}/p_hat"] = float(tracker.p_hat()[agent])
+            metrics[f"train/p_hat/{category}"] = float(tracker.p_hat()[agent])
             if category in self.last_category_accuracy:
-                metrics[f"capability/{category}/accuracy"] = self.last_category_accuracy[category][agent]
-            if self.scope == "category":  # the ω actually used for this category's prompts
-                category_rho = tracker.loss_weights()
-                for j, source in enumerate(names):
-                    if j != agent:
-                        metrics[f"capability/{category}/omega/{source}"] = float(category_rho[agent, j])
+                metrics[f"train/reward_mean/{category}"] = self.last_category_accuracy[category][agent]
+        if sources:
+            metrics["cross/omega"] = float(rho[agent, list(sources)].mean())
+            metrics["cross/baseline_weight"] = float((1.0 / rho[agent, list(sources)]).mean())
+        for j, source in enumerate(names):
+            if j == agent:
+                continue
+            metrics[f"cross/from_{source}/omega"] = float(rho[agent, j])
+            metrics[f"cross/from_{source}/baseline_weight"] = float(1.0 / rho[agent, j])
+            if self.scope == "category":  # the ω actually used for each category's prompts
+                for category, tracker in self.by_category.items():
+                    metrics[f"cross/from_{source}/omega/{category}"] = float(tracker.loss_weights()[agent, j])
         return metrics
 
     def state_dict(self) -> dict:

@@ -55,10 +55,10 @@ class BenchmarkEvaluation:
         self.grader = getattr(task, "grader", None)  # reuse the math task's running grader workers
 
     def metrics(self, agent: Agent) -> dict[str, float]:
-        """bench/<benchmark>/<metric> (with _ci_low / _ci_high) for one agent; {} when no benchmark is set."""
+        """eval/<benchmark>/<metric> (with _ci_low / _ci_high) for one agent; {} when no benchmark is set."""
         if not self.names:
             return {}
         from hacrl_exp.evaluation import evaluate_agent
 
         result = evaluate_agent(agent, self.names, self.settings, grader=self.grader, problems=self.problems)
-        return result.metrics(prefix="bench/")
+        return result.metrics(prefix="eval/")

@@ -2,19 +2,27 @@
 
 Both executors call the same `AgentWorker` methods with the same arguments and return the same values, so
 a run gives the same metrics either way (tests/trainer/test_ray.py). Local workers run one after another;
-Ray actors run each phase in parallel, so a phase then takes as long as its slowest agent.
+Ray actors run each phase in parallel, so a phase then takes as long as its slowest agent. The loop calls the
+typed methods of `Executor` (`rollout`, `learn`, `evaluate`, `save`, `load`); only `call` knows how.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
+
+import torch
 
 from hacrl_exp.config.schema import Config, ExecutorConfig
 from hacrl_exp.distributed import connect, import_ray
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.tasks.base import Task
+from hacrl_exp.rollout.base import SamplingSettings
+from hacrl_exp.tasks.base import Problem, Task
+from hacrl_exp.trainer.rollouts import SharedRollouts
 from hacrl_exp.trainer.worker import AgentWorker
+
+Times = dict[str, float]
 
 
 class Executor:
@@ -31,6 +39,30 @@ class Executor:
         """[worker.method(*args) for every worker], in agent order."""
         results = self.call(method, dict.fromkeys(range(len(self.workers)), args))
         return [results[i] for i in range(len(self.workers))]
+
+    def rollout(
+        self, problems: Sequence[Problem], group: int, sampling: SamplingSettings
+    ) -> list[tuple[SharedRollouts, Times]]:
+        """Phases 1–3 on every agent (`AgentWorker.rollout`): its shared rollouts and phase seconds, in agent order."""
+        return self.call_all("rollout", problems, group, sampling)
+
+    def learn(
+        self, sources: Mapping[int, tuple[dict[int, SharedRollouts], torch.Tensor]]
+    ) -> dict[int, tuple[dict[str, float], Times]]:
+        """Phases 4–7 on each learner k in `sources` (`AgentWorker.learn(shared rollouts, ρ_k)`): metrics, seconds."""
+        return self.call("learn", sources)
+
+    def evaluate(self, problems: Sequence[Problem], max_new_tokens: int) -> list[tuple[list[dict], dict[str, float]]]:
+        """Every agent's greedy records and benchmark metrics (`AgentWorker.evaluate`), in agent order."""
+        return self.call_all("evaluate", problems, max_new_tokens)
+
+    def save(self, folder: Path) -> None:
+        """Each worker writes its agent's part of checkpoint `folder`."""
+        self.call_all("save", folder)
+
+    def load(self, folder: Path) -> None:
+        """Each worker restores its agent from checkpoint `folder`."""
+        self.call_all("load", folder)
 
     def add_times(self, times: dict[str, float], per_worker: list[dict[str, float]]) -> None:
         """Add the workers' phase seconds to `times`: their sum when they ran in turn, their max in parallel."""

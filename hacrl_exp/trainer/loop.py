@@ -2,14 +2,13 @@
 is an `AgentWorker` (model, optimizer, rollout engine) in this process or a Ray actor (executor=local | ray), and
 only text, rewards and per-sequence log-prob summaries pass between them. One step reads top to bottom:
 
-1 ROLLOUT     every agent answers the same prompts, G samples each
+1 ROLLOUT     every agent answers the same prompts, G samples each        (trainer/rollouts.py: collect_rollouts)
 2 REWARD      the task's grader (the same one the evaluation uses)
 3 SCORE OWN   each source's old log-probs before any update (spec §1.2), reference log-probs for KL
 4 CAPABILITY  tracker.update(accuracy) before any advantage (spec §2.2)
-5 EXCHANGE    re-tokenise partners' rollouts for each learner, then its advantages (spec §1.3, §2.1)
-6 UPDATE      for u in range(updates): loss(..., L_u)  (spec §1.6, §2.5)
-7 LOG         one row per agent: reward, capability, ω, cross-ratio statistics, times, counters
-8 EVAL/CKPT   on schedule; a checkpoint holds everything needed to resume exactly
+5 LEARN       each learner: pool, exchange, advantages, schedule, loss, optimizer step (trainer/step.py)
+6 LOG         one row per agent (train/, cross/, time/, memory/ of docs/metrics.md) and one for the job
+7 EVAL/CKPT   on schedule; a checkpoint holds everything needed to resume exactly
 """
 
 from __future__ import annotations
@@ -19,7 +18,6 @@ import signal
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from functools import partial
 from pathlib import Path
 
 import torch
@@ -38,16 +36,18 @@ from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_
 from hacrl_exp.trainer.evaluation import accuracy_metrics
 from hacrl_exp.trainer.executor import make_executor
 from hacrl_exp.trainer.metrics import MetricsLog, progress_text, run_history
+from hacrl_exp.trainer.params import learner_params
 from hacrl_exp.trainer.runfolder import RunLock, RunPlan, check_new_run_folder, config_hash, config_params, prepare_run
 from hacrl_exp.trainer.signals import StopRequests
 
-PHASES = ("generate", "reward", "score_own", "score_cross", "update")
+PHASES = ("generate", "reward", "score_own", "build_batch", "update")
 EvalHook = Callable[[int, dict], bool]
 
 
 def is_bad_step(metrics: dict[str, float]) -> bool:
     """True when a learner skipped every update that had a gradient (NaN/inf), and there was at least one."""
-    skipped, nonempty = metrics["skipped_updates"], metrics["updates"] - metrics.get("empty_updates", 0.0)
+    skipped = metrics["train/skipped_updates"]
+    nonempty = metrics["train/updates"] - metrics.get("train/empty_updates", 0.0)
     return skipped > 0 and skipped == nonempty
 
 
@@ -89,6 +89,7 @@ def _train(
     algorithm = get_algorithm(algo_cfg.name)
     graph = graph_from_config(config.agents, algo_cfg.alpha)
     names = list(graph.names)
+    learners = learner_params(config, graph)  # every mechanism switch resolved here, once; errors before any model
     workers = cleanup.enter_context(make_executor(config, task))  # one AgentWorker per agent, in declared order
     capability = CapabilityEstimates(
         len(names), task.categories, algo_cfg.capability_window, algo_cfg.capability_warmup, algo_cfg.capability_scope
@@ -97,7 +98,7 @@ def _train(
     start_step, run_ids = 0, None
     if checkpoint is not None:
         state = load_checkpoint(checkpoint)
-        workers.call_all("load", checkpoint)
+        workers.load(checkpoint)
         start_step, counters, run_ids = state["step"], state["counters"], state["run_ids"]
         capability.load_state_dict(state["capability"])
     else:
@@ -128,7 +129,7 @@ def _train(
 
     def evaluate(step: int) -> None:
         evals[step] = {}
-        results = workers.call_all("evaluate", eval_set, rollout.max_new_tokens)  # (records, benchmark metrics)
+        results = workers.evaluate(eval_set, rollout.max_new_tokens)  # (records, benchmark metrics) per agent
         for name, (records, _) in zip(names, results):  # per-problem records feed paired tests (hacrl_exp.report)
             evals[step][name] = accuracy_metrics(records)
             path = output_dir / "eval" / f"step_{step:06d}" / f"{name}.jsonl"
@@ -143,8 +144,7 @@ def _train(
         state = {"counters": counters, "run_ids": tracker.run_ids, "capability": capability.state_dict()}
         state.update(config=params, config_hash=config_hash(params), tracking_uri=getattr(tracker, "uri", None))
         log.flush(tracker)  # metrics up to this step are durable before the checkpoint names it
-        write_agents = partial(workers.call_all, "save")  # each worker writes its agent's part
-        save_checkpoint(output_dir / "checkpoints", step, write_agents, state, trainer.keep_checkpoints)
+        save_checkpoint(output_dir / "checkpoints", step, workers.save, state, trainer.keep_checkpoints)
 
     if checkpoint is None:
         evaluate(0)
@@ -161,8 +161,9 @@ def _train(
         problems = task.train_problems(step, trainer.prompts_per_step)
         # 1-3 ROLLOUT, REWARD, SCORE OWN: every agent, before any update this step; each keeps its token ids and
         # per-token log-probs and hands back text, rewards and its old mean log-prob per response (spec §1.2)
-        rollouts = workers.call_all("rollout", problems, group, sampling)
+        rollouts = workers.rollout(problems, group, sampling)
         pool = dict(enumerate(shared for shared, _ in rollouts))
+        agent_times = {names[i]: dict(phase_times) for i, (_, phase_times) in enumerate(rollouts)}
         workers.add_times(times, [phase_times for _, phase_times in rollouts])
         for i, name in enumerate(names):
             counters[name]["rollouts_total"] += len(pool[i].texts)
@@ -173,21 +174,19 @@ def _train(
         )
         loss_weights = capability.loss_weights([p.category for p in problems])  # ρ[k, j] or ρ[k, p, j]
 
-        # 5 EXCHANGE + ADVANTAGE: each learner gets its sources' shared rollouts, re-tokenises them and computes its
-        # advantages with baseline weights 1/ρ (spec §1.3, §2.1); 6 UPDATE: mini-batches in self-first order, u =
-        # updates so far (spec §1.6). Learners only read pre-update rollouts, so they may update in parallel.
-        calls = {}
-        for learner in graph.learners:
-            k, edges = names.index(learner), graph.sources_of(learner)
-            sources = [names.index(e.source) for e in edges] if algorithm.shares_rollouts else []
-            calls[k] = ({j: pool[j] for j in sources}, edges, loss_weights[k])
-        learned = workers.call("learn", calls)
+        # 5 LEARN: each learner gets its sources' shared rollouts and its ρ (trainer/step.py). Learners only read
+        # pre-update rollouts, so they may update in parallel.
+        learned = workers.learn({k: ({j: pool[j] for j in p.sources}, loss_weights[k]) for k, p in learners.items()})
         workers.add_times(times, [phase_times for _, phase_times in learned.values()])
         step_metrics: dict[str, dict[str, float]] = {name: {} for name in names}
         step_metrics.update({names[k]: metrics for k, (metrics, _) in learned.items()})
+        for k, (_, phase_times) in learned.items():
+            agent_times[names[k]].update(phase_times)
 
         bad = [n for n in graph.learners if is_bad_step(step_metrics[n])]
-        ran = any(step_metrics[n]["updates"] > step_metrics[n].get("empty_updates", 0.0) for n in graph.learners)
+        ran = any(
+            step_metrics[n]["train/updates"] > step_metrics[n].get("train/empty_updates", 0.0) for n in graph.learners
+        )
         bad_steps = bad_steps + 1 if bad else (0 if ran else bad_steps)  # no gradient at all: neither counts nor resets
         if bad_steps >= trainer.max_bad_steps:
             for name in names:
@@ -199,14 +198,18 @@ def _train(
                 "lower the agents' lr, check trainer.max_grad_norm, or raise trainer.max_bad_steps"
             )
 
-        # 7 LOG
+        # 6 LOG
         step_time = time.perf_counter() - started
         step_times.append(step_time)
         for i, name in enumerate(names):
-            metrics = {"reward/mean": float(pool[i].rewards.mean()), **counters[name], **step_metrics[name]}
-            log.add(step, {**metrics, **capability.metrics(i, names)}, name, tracker)
-        phases = {f"time/{k}": v for k, v in times.items()}
-        log.add(step, {"time/step": step_time, "time/other": step_time - sum(times.values()), **phases}, None, tracker)
+            metrics = {"train/reward_mean": float(pool[i].rewards.mean())}
+            metrics |= {f"train/{key}": value for key, value in counters[name].items()}
+            metrics |= step_metrics[name] | capability.metrics(i, names, learners.get(i) and learners[i].sources)
+            metrics |= {f"time/{phase}_s": seconds for phase, seconds in agent_times[name].items()}
+            log.add(step, metrics, name, tracker)
+        phases = {f"time/{k}_s": v for k, v in times.items()}
+        job_times = {"time/step_s": step_time, "time/other_s": step_time - sum(times.values()), **phases}
+        log.add(step, job_times, None, tracker)
         bar.set_postfix_str(progress_text(names, pool, capability.batch, step_time))
 
         # with checkpoints, metrics become durable together with the checkpoint that covers them, so a resumed run
@@ -214,7 +217,7 @@ def _train(
         if not trainer.checkpoint_every and step % config.tracking.flush_every == 0:
             log.flush(tracker)
 
-        # 8 EVAL / CHECKPOINT
+        # 7 EVAL / CHECKPOINT
         if (trainer.eval_every and step % trainer.eval_every == 0) or step == trainer.steps:
             evaluate(step)
             if on_evaluate is not None and step < trainer.steps and on_evaluate(step, evals[step]):

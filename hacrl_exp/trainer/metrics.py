@@ -65,8 +65,8 @@ def run_history(path: Path) -> tuple[dict[int, dict[str, dict[str, float]]], flo
         accuracy = {k[len("eval/") :]: v for k, v in row.items() if k.startswith("eval/accuracy/")}
         if accuracy and row["agent"]:
             evals.setdefault(row["step"], {})[row["agent"]] = accuracy
-        if "time/step" in row:
-            times.append(row["time/step"])
+        if "time/step_s" in row or "time/step" in row:  # time/step: runs before the metric keys of docs/metrics.md
+            times.append(row.get("time/step_s", row.get("time/step")))
     return dict(sorted(evals.items())), sum(times) / max(len(times), 1)
 
 

@@ -4,7 +4,8 @@ reference model, random stream) behind the few calls the HACPO loop makes.
 The same class runs in the trainer's process (executor=local) and as a Ray actor (executor=ray), see
 `hacrl_exp.trainer.executor`. What crosses between the driver and a worker: problems and sampling settings in;
 `SharedRollouts` (text, reward, the source's old mean log-prob and token count per response), metrics and
-per-problem evaluation records out; the sources' `SharedRollouts` and the capability weights ρ into `learn`.
+per-problem evaluation records out; the sources' `SharedRollouts` and the capability weights ρ into `learn`,
+which runs the learner's step (hacrl_exp.trainer.step) with its `LearnerParams`, resolved once here.
 Token ids, per-token log-probs and weights stay with their agent (checkpoints are written by each worker).
 
 Randomness: every worker owns a torch random stream seeded from (seed, agent index) and swapped in around each
@@ -23,16 +24,15 @@ import torch
 
 from hacrl_exp.agents.devices import memory_metrics
 from hacrl_exp.agents.factory import make_agent
-from hacrl_exp.algo import get_algorithm
 from hacrl_exp.config.schema import Config
-from hacrl_exp.graph import Edge
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.base import Problem, Task
+from hacrl_exp.trainer import step
 from hacrl_exp.trainer.checkpoint import load_agent_state, save_agent_state
 from hacrl_exp.trainer.evaluation import BenchmarkEvaluation, greedy_answers
-from hacrl_exp.trainer.pool import SharedRollouts, SourceRollouts, build_learner_batch, collect_rollouts
-from hacrl_exp.trainer.update import update_learner
+from hacrl_exp.trainer.params import learner_params
+from hacrl_exp.trainer.rollouts import SharedRollouts, SourceRollouts, collect_rollouts
 
 
 def stream_seed(seed: int, index: int) -> int:
@@ -57,7 +57,7 @@ class AgentWorker:
         # its device: agents.members.<name>.device, else trainer.device; 'auto' places agents over the GPUs this
         # process sees, for a Ray actor the executor.gpus_per_agent GPUs Ray gave it (hacrl_exp.agents.devices)
         self.agent = make_agent(config, self.task, None, index)
-        self.algorithm = get_algorithm(config.algorithm.name)
+        self.params = learner_params(config).get(index)  # None for a frozen agent
         self.benchmarks = BenchmarkEvaluation(config, self.task)
         self.device = self.agent.model.device
         self.rng: dict[str, torch.Tensor] = {}
@@ -65,7 +65,6 @@ class AgentWorker:
             torch.manual_seed(stream_seed(config.seed, index))
             self.rng = self._rng_state()
         self._own: SourceRollouts | None = None
-        self._prompt_ids: list[list[int]] = []
 
     def ready(self) -> str:
         """The agent's name, once it is built (lets the Ray executor surface build errors at start)."""
@@ -83,42 +82,25 @@ class AgentWorker:
             self._own = collect_rollouts(
                 self.agent, self.index, problems, group, sampling, self.task, score_batch, times
             )
-        self._prompt_ids = [self.agent.prompt_ids(p.prompt) for p in problems]
         return self._own.shared(), times
 
     def learn(
-        self, sources: dict[int, SharedRollouts], edges: list[Edge], loss_weight: torch.Tensor
+        self, sources: dict[int, SharedRollouts], loss_weight: torch.Tensor
     ) -> tuple[dict[str, float], dict[str, float]]:
-        """Phases 5–6 (EXCHANGE + ADVANTAGE, UPDATE) for this learner: its batch from its own rollouts of the step
-        and its sources' shared ones (re-tokenised here, spec §1.3), then every optimizer update (spec §1.6).
+        """Phases 4–7 of the step for this learner (hacrl_exp.trainer.step): its batch from its own rollouts of
+        the step and its sources' shared ones, then every optimizer update.
 
         loss_weight: ρ(j→k) of this learner k, (N,) or (P, N); the baseline weight is 1/ρ (spec §2.1).
-        Returns the learner's metrics and the seconds of score_cross and update."""
-        if self._own is None:
-            raise RuntimeError(f"{self.agent.name}: learn before rollout in this step")
-        cfg = self.config
+        Returns the learner's metrics and the seconds of build_batch and update."""
+        if self._own is None or self.params is None:
+            raise RuntimeError(f"{self.agent.name}: learn before rollout in this step, or a frozen agent")
         started = time.perf_counter()
-        batch = build_learner_batch(
-            self.index,
-            edges,
-            self.names,
-            {**sources, self.index: self._own},
-            self._prompt_ids,
-            self.agent.tokenizer,
-            cfg.rollout.max_new_tokens,
-            self.algorithm,
-            cfg.mechanisms,
-            1.0 / loss_weight,
-            loss_weight,
-            cfg.algorithm.adv_eps,
-        )
+        batch = step.build_batch(self._own, sources, loss_weight, self.agent.tokenizer, self.params)
         built = time.perf_counter()
         with self._own_rng():
-            metrics = update_learner(
-                self.agent, batch, self.names, self.algorithm, cfg.algorithm, cfg.mechanisms, cfg.trainer
-            )
+            metrics = step.update(self.agent, batch, self.params, self.names)
         metrics.update(memory_metrics([self.agent])[self.agent.name])  # per agent: weights+optimizer MiB, GPU peak
-        return metrics, {"score_cross": built - started, "update": time.perf_counter() - built}
+        return metrics, {"build_batch": built - started, "update": time.perf_counter() - built}
 
     def evaluate(self, problems: Sequence[Problem], max_new_tokens: int) -> tuple[list[dict], dict[str, float]]:
         """Greedy answers to the held-out problems, one record per problem, and trainer.eval_benchmarks metrics."""

@@ -10,7 +10,6 @@ from algo_helpers import t
 
 from hacrl_exp.algo import (
     CapabilityTracker,
-    Mechanisms,
     capability_aware_advantages,
     capability_aware_baseline,
     capability_ratios,
@@ -24,12 +23,14 @@ from hacrl_exp.algo import (
     masked_mean,
     minibatch_schedule,
     ppo_clip_objective,
+    resolve_mechanisms,
     seq_mean_token_mean,
     sequence_log_ratio,
     sequence_policy_loss,
     stepwise_lower_bound,
     token_mean,
 )
+from hacrl_exp.config.schema import MechanismsConfig
 
 REWARDS = t([[1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.0, 1.0]])  # TV-1 joint group, P = 1
 SOURCE = torch.tensor([0, 0, 0, 0, 1, 1, 1, 1])
@@ -161,7 +162,7 @@ def test_alpha_negative(alpha):
     with pytest.raises(ValueError, match="alpha"):
         check_hacpo_hyperparameters(alpha, 0.2, 0.025)
     with pytest.raises(ValueError, match="alpha"):
-        Mechanisms().alpha(alpha)
+        resolve_mechanisms(MechanismsConfig(), get_algorithm("hacpo"), [1.0, alpha], 0.025)
     with pytest.raises(ValueError, match="alpha"):
         cross_objective(S4, A4, 1.5, alpha, 0.8)
     with pytest.raises(ValueError, match="alpha"):
@@ -193,7 +194,7 @@ def test_delta_step_negative(delta_step):
     with pytest.raises(ValueError, match="delta_step"):
         check_hacpo_hyperparameters(1.0, 0.2, delta_step)
     with pytest.raises(ValueError, match="delta_step"):
-        Mechanisms().delta_step(delta_step)
+        resolve_mechanisms(MechanismsConfig(), get_algorithm("hacpo"), [1.0], delta_step)
 
 
 @pytest.mark.parametrize("u", [-1, 1.5, True])

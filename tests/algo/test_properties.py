@@ -14,18 +14,22 @@ from hypothesis import strategies as st
 from hacrl_exp.algo import (
     ALGORITHMS,
     CapabilityTracker,
-    Mechanisms,
     capability_aware_advantages,
     capability_aware_baseline,
     cross_objective,
     get_algorithm,
     group_relative_advantages,
+    grpo_objective,
     gspo_objective,
+    gspo_objective_loss,
+    hacpo_objective,
     minibatch_schedule,
+    resolve_mechanisms,
     sequence_log_ratio,
     sequence_policy_loss,
     stepwise_lower_bound,
 )
+from hacrl_exp.config.schema import MechanismsConfig
 
 PROPERTY = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 FEW = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -342,20 +346,32 @@ def test_stepwise_lower_bound_monotone_and_capped(delta, delta_step, u):
 # ---------------------------------------------------------------------------------------------------
 
 
+def resolved(algorithm: str = "hacpo", alpha: float = 1.0, delta_step: float = 0.025, **switches):
+    """The plain step parameters of `mechanisms.*` = switches (all on by default) for one edge of α."""
+    return resolve_mechanisms(MechanismsConfig(**switches), get_algorithm(algorithm), [alpha], delta_step)
+
+
 def test_mechanisms_all_on_pass_values_through():
-    mech = Mechanisms()
+    mech = resolved(alpha=3.0)
     w = t([1.0, 0.25, 4.0])
     assert mech.baseline_weight(w) is w and mech.loss_weight(w) is w
-    assert mech.alpha(3.0) == 3.0 and mech.delta_step(0.025) == 0.025
+    assert mech.alphas == (3.0,) and mech.delta_step == 0.025 and mech.clip_cross
+
+
+@pytest.mark.parametrize("algorithm", ["naive", "gspo", "gspo_x2", "grpo"])
+def test_only_hacpo_weights_its_baseline(algorithm):
+    """The double gate of old, in one place: Naive and the baselines never weight the joint baseline."""
+    w = t([1.0, 0.25])
+    assert not resolved(algorithm).weighted_baseline and torch.equal(resolved(algorithm).baseline_weight(w), t([1, 1]))
 
 
 def test_mechanisms_omega_off_gives_tv1_case_d(tv1_adv_a, tv1_loss_weight, tv1_is_self):
     """The "HACPO − ω" ablation: cross loss weight 1 while the baseline weights stay (TV-1 D)."""
-    mech = Mechanisms(omega=False)
+    mech = resolved(omega=False)
     m = t(TV1_M_CUR)
     s = sequence_log_ratio(m, t(TV1_M_OLD)).exp()
     _, objective = sequence_policy_loss(
-        s, tv1_adv_a, tv1_is_self, mech.loss_weight(tv1_loss_weight), mech.alpha(1.0), stepwise_lower_bound(2)
+        s, tv1_adv_a, tv1_is_self, mech.loss_weight(tv1_loss_weight), mech.alphas[0], stepwise_lower_bound(2)
     )
     close(objective[4:], [0.7156970128980255, 0.6979999646107303, -0.9660899164162359, 0.9098292195341822])
     w = t([1.0, 2.0 / 3.0])
@@ -365,9 +381,9 @@ def test_mechanisms_omega_off_gives_tv1_case_d(tv1_adv_a, tv1_loss_weight, tv1_i
 @FEW
 @given(delta=st.floats(0.0, 0.5), delta_step=st.floats(0.0, 0.2))
 def test_mechanisms_stepwise_off_gives_constant_bound(delta, delta_step):
-    mech = Mechanisms(stepwise=False)
-    assert mech.delta_step(delta_step) == 0.0
-    bounds = {stepwise_lower_bound(u, delta, mech.delta_step(delta_step)) for u in range(12)}
+    mech = resolved(delta_step=delta_step, stepwise=False)
+    assert mech.delta_step == 0.0
+    bounds = {stepwise_lower_bound(u, delta, mech.delta_step) for u in range(12)}
     assert bounds == {1.0 - delta}
 
 
@@ -378,11 +394,11 @@ def test_mechanisms_stepwise_off_gives_constant_bound(delta, delta_step):
     u=st.integers(0, 4),
 )
 def test_mechanisms_exponential_is_off_gives_alpha_zero(samples, alpha, u):
-    mech = Mechanisms(exponential_is=False)
-    assert mech.alpha(alpha) == 0.0
+    mech = resolved(alpha=alpha, exponential_is=False)
+    assert mech.alphas == (0.0,)
     s, adv, rho = (t(list(c)) for c in zip(*samples, strict=True))
     lower = stepwise_lower_bound(u)
-    got = cross_objective(s, adv, rho, mech.alpha(alpha), lower)
+    got = cross_objective(s, adv, rho, mech.alphas[0], lower)
     close(got, s.clamp(lower, 1.0) * rho * adv)
 
 
@@ -392,7 +408,7 @@ def test_mechanisms_capability_advantage_off_gives_naive_joint_advantage(group):
     """The "HACPO − Adv" ablation: the unweighted mean of all nG rewards and the same σ, i.e. the plain
     group-relative advantage over the joint group."""
     rewards, source, learner, weights = group
-    mech = Mechanisms(capability_advantage=False)
+    mech = resolved(capability_advantage=False)
     got = capability_aware_advantages(rewards, source, learner, mech.baseline_weight(weights))
     close(got, group_relative_advantages(rewards))
 
@@ -405,13 +421,13 @@ def test_mechanisms_capability_advantage_off_gives_naive_joint_advantage(group):
 )
 def test_mechanisms_clip_off_gives_raw_ratio_objective(samples, alpha, u):
     """The "no Clip" ablation: J = s·sg[s]^α·ρ·A with the raw s, so every cross sample gets s^(α+1)·ρ·A/B."""
-    mech = Mechanisms(clip=False)
+    mech = resolved(clip=False)
     log_s, adv, rho = (t(list(c)) for c in zip(*samples, strict=True))
     m = log_s.clone().requires_grad_(True)
     s = sequence_log_ratio(m, torch.zeros_like(log_s)).exp()
     n = len(samples)
     loss, objective = sequence_policy_loss(
-        s, adv, torch.zeros(n, dtype=torch.bool), rho, alpha, stepwise_lower_bound(u), clip=mech.clip
+        s, adv, torch.zeros(n, dtype=torch.bool), rho, alpha, stepwise_lower_bound(u), clip=mech.clip_cross
     )
     sd = s.detach()
     close(objective, sd * sd**alpha * rho * adv)
@@ -425,19 +441,19 @@ def test_mechanisms_clip_off_gives_raw_ratio_objective(samples, alpha, u):
 
 
 @pytest.mark.parametrize(
-    ("name", "shares", "capability", "hacpo_cross", "token_level", "multiplier"),
+    ("name", "shares", "capability", "objective", "token_level", "multiplier"),
     [
-        ("hacpo", True, True, True, False, 1),
-        ("naive", True, False, False, False, 1),
-        ("gspo", False, False, False, False, 1),
-        ("gspo_x2", False, False, False, False, 2),
-        ("grpo", False, False, False, True, 1),
+        ("hacpo", True, True, hacpo_objective, False, 1),
+        ("naive", True, False, gspo_objective_loss, False, 1),
+        ("gspo", False, False, gspo_objective_loss, False, 1),
+        ("gspo_x2", False, False, gspo_objective_loss, False, 2),
+        ("grpo", False, False, grpo_objective, True, 1),
     ],
 )
-def test_algorithm_registry(name, shares, capability, hacpo_cross, token_level, multiplier):
+def test_algorithm_registry(name, shares, capability, objective, token_level, multiplier):
     algo = get_algorithm(name)
     assert algo is ALGORITHMS[name] and algo.name == name
-    assert (algo.shares_rollouts, algo.capability_baseline, algo.hacpo_cross) == (shares, capability, hacpo_cross)
+    assert (algo.shares_rollouts, algo.capability_baseline, algo.objective) == (shares, capability, objective)
     assert (algo.token_level, algo.rollout_multiplier) == (token_level, multiplier)
 
 

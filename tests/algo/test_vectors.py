@@ -28,13 +28,13 @@ from hacrl_exp.algo import (
     TRL_ADVANTAGE_EPS,
     VERL_ADVANTAGE_EPS,
     CapabilityTracker,
-    Mechanisms,
     bessel_std,
     capability_aware_advantages,
     capability_aware_baseline,
     clip_inclusive,
     cross_objective,
     cross_window_share,
+    get_algorithm,
     group_relative_advantages,
     gspo_objective,
     inside_window,
@@ -42,12 +42,14 @@ from hacrl_exp.algo import (
     masked_mean,
     minibatch_schedule,
     ppo_clip_objective,
+    resolve_mechanisms,
     seq_mean_token_mean,
     sequence_log_ratio,
     sequence_policy_loss,
     stepwise_lower_bound,
     token_mean,
 )
+from hacrl_exp.config.schema import MechanismsConfig
 
 # ===================================================================================================
 # TV-1: two agents, one prompt, G = 4 each, learner = A (agent 0), other = B (agent 1)
@@ -203,7 +205,9 @@ def test_tv1_naive_joint_advantages(tv1_tracker, tv1_rewards, tv1_source):
     p, n = 0.724567437312177, -1.2076123955202949
     expected = [p, n, n, p, p, p, n, p]
     close(capability_aware_advantages(tv1_rewards, tv1_source, 0, ones)[0], expected)
-    no_adv = Mechanisms(capability_advantage=False).baseline_weight(tv1_tracker.baseline_weights()[0])
+    no_adv = resolve_mechanisms(
+        MechanismsConfig(capability_advantage=False), get_algorithm("hacpo"), [1.0], 0.025
+    ).baseline_weight(tv1_tracker.baseline_weights()[0])
     close(capability_aware_advantages(tv1_rewards, tv1_source, 0, no_adv)[0], expected)
 
 
@@ -363,7 +367,9 @@ def test_tv1_case_d_omega_ablation_alpha1_u2(tv1_adv_a, tv1_loss_weight):
     expected = [0.7156970128980255, 0.6979999646107303, -0.9660899164162359, 0.9098292195341822]
     _, objective, _ = tv1_loss(tv1_adv_a, torch.ones(8, dtype=torch.float64), 1, 2)
     close(objective[4:], expected)
-    no_omega = Mechanisms(omega=False).loss_weight(tv1_loss_weight)
+    no_omega = resolve_mechanisms(MechanismsConfig(omega=False), get_algorithm("hacpo"), [1.0], 0.025).loss_weight(
+        tv1_loss_weight
+    )
     _, objective, _ = tv1_loss(tv1_adv_a, no_omega, 1, 2)
     close(objective[4:], expected)
     close(objective[:4], TV1_J_SELF)

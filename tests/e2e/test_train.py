@@ -27,15 +27,15 @@ def test_three_steps(tmp_path, agents, algorithm):
     assert summary["last_step"] == 3
     for name, counts in summary["counters"].items():
         assert counts["rollouts_total"] == 3 * 4 * g, name
-    step_rows = [r for r in rows if r["agent"] and r["step"] == 3 and "reward/mean" in r]
+    step_rows = [r for r in rows if r["agent"] and r["step"] == 3 and "train/reward_mean" in r]
     assert len(step_rows) == n_agents
     for row in step_rows:
         assert all(math.isfinite(v) for k, v in row.items() if isinstance(v, float)), row
-        assert row["memory/params_mb"] > 0 and row["memory/optimizer_mb"] > 0  # per-agent memory, every step
+        assert row["memory/params_mib"] > 0 and row["memory/optimizer_mib"] > 0  # per-agent memory, every step
         blocks = n_agents if algorithm in ("hacpo", "naive") else 1
-        assert row["updates"] == 2 * blocks * (2 if algorithm == "gspo_x2" else 1)
+        assert row["train/updates"] == 2 * blocks * (2 if algorithm == "gspo_x2" else 1)
         if algorithm == "hacpo":
-            sources = [k for k in row if k.startswith("cross/") and k.endswith("/rows_run")]
+            sources = [k for k in row if k.startswith("cross/from_") and k.endswith("/rows_run")]
             assert len(sources) == n_agents - 1
     assert (tmp_path / "checkpoints" / "latest").is_file()
 
@@ -51,11 +51,14 @@ def test_mlflow_parent_and_agent_runs(tmp_path):
     child = client.get_run(summary["run_ids"]["opt_char"])
     assert child.data.tags["mlflow.parentRunId"] == parent.info.run_id
     assert child.data.params["lr"] == "0.001"
-    history = client.get_metric_history(child.info.run_id, "reward/mean")
+    history = client.get_metric_history(child.info.run_id, "train/reward_mean")
     assert [m.step for m in history] == [1, 2]
-    assert {"omega/gpt2_bpe", "cross/gpt2_bpe/rows_run", "eval/accuracy/mean", "tokens_total"} <= set(
-        child.data.metrics
-    )
+    assert {
+        "cross/from_gpt2_bpe/omega",
+        "cross/from_gpt2_bpe/rows_run",
+        "eval/accuracy/mean",
+        "train/tokens_total",
+    } <= set(child.data.metrics)
     artifacts = [a.path for a in client.list_artifacts(child.info.run_id, "model")]
     assert "model/model.safetensors" in artifacts and "model/config.json" in artifacts
     assert parent.data.tags["grid"] == child.data.tags["grid"] == "smoke"
@@ -104,7 +107,7 @@ def test_resume_continues_the_mlflow_runs(tmp_path):
     assert second["run_ids"] == first["run_ids"]
     client = mlflow.MlflowClient()
     assert client.get_run(first["run_ids"][""]).info.status == "FINISHED"
-    history = client.get_metric_history(first["run_ids"]["gpt2_bpe"], "reward/mean")
+    history = client.get_metric_history(first["run_ids"]["gpt2_bpe"], "train/reward_mean")
     assert sorted(m.step for m in history) == [1, 2]
 
 
@@ -123,7 +126,7 @@ def test_agents_load_from_a_local_save_pretrained_folder(tmp_path):
         overrides += [f"agents.members.{name}.model.source=pretrained", f"agents.members.{name}.model.path={folder}"]
     summary, rows = run(tmp_path / "run", "tracking.backend=none", *overrides, steps=1)
     assert summary["last_step"] == 1
-    assert any(r.get("rollouts_total") == 16 for r in rows)
+    assert any(r.get("train/rollouts_total") == 16 for r in rows)
 
 
 @pytest.mark.parametrize(
@@ -141,16 +144,16 @@ def test_agents_load_from_a_local_save_pretrained_folder(tmp_path):
 )
 def test_options_run(tmp_path, extra, agents):
     summary, rows = run(tmp_path, "tracking.backend=none", *extra, agents=agents, steps=2)
-    agent_rows = [r for r in rows if r["agent"] and "reward/mean" in r]
+    agent_rows = [r for r in rows if r["agent"] and "train/reward_mean" in r]
     assert agent_rows and all(math.isfinite(v) for r in agent_rows for v in r.values() if isinstance(v, float))
     if "algorithm.kl_coef=0.01" in extra:
-        assert all("kl" in r for r in agent_rows)
+        assert all("train/kl" in r for r in agent_rows)
     if "algorithm.capability_scope=category" in extra:
-        assert any("capability/add3/omega/gpt2_bpe" in r for r in agent_rows)
+        assert any("cross/from_gpt2_bpe/omega/add3" in r for r in agent_rows)
     if "agents.members.gpt2_bpe.frozen=true" in extra:
         frozen = [r for r in agent_rows if r["agent"] == "gpt2_bpe"]
-        assert frozen and all("updates" not in r for r in frozen)  # shares rollouts, never learns
-        assert any("cross/gpt2_bpe/rows_run" in r for r in agent_rows if r["agent"] == "opt_char")
+        assert frozen and all("train/updates" not in r for r in frozen)  # shares rollouts, never learns
+        assert any("cross/from_gpt2_bpe/rows_run" in r for r in agent_rows if r["agent"] == "opt_char")
 
 
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
@@ -171,12 +174,13 @@ def test_math_task_trains_a_step_on_local_jsonl(tmp_path):
     extra.append("agents.members.gpt2_bpe.tokenizer.vocab_size=160")  # the math alphabet has ~95 characters
     summary, rows = run(tmp_path, *extra, steps=1)
     assert summary["last_step"] == 1
-    assert {r["agent"] for r in rows if "reward/mean" in r} == {"opt_char", "gpt2_bpe"}
+    assert {r["agent"] for r in rows if "train/reward_mean" in r} == {"opt_char", "gpt2_bpe"}
 
 
 def test_non_finite_updates_are_skipped_then_the_run_aborts(tmp_path, monkeypatch):
     """Fault injection: NaN log-ratios make every update non-finite; steps are skipped, then the run stops."""
     import hacrl_exp.trainer.update as update
+
     from hacrl_exp.errors import NumericsError
 
     real = update.sequence_log_ratio
@@ -184,11 +188,11 @@ def test_non_finite_updates_are_skipped_then_the_run_aborts(tmp_path, monkeypatc
     config = preflight(tiny_overrides("pair", steps=5) + ["tracking.backend=none", "trainer.max_bad_steps=2"])
     with pytest.raises(NumericsError, match="2 consecutive steps"):
         train(config, tmp_path)
-    rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "skipped_updates" in r]
+    rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "train/skipped_updates" in r]
     steps = sorted({r["step"] for r in rows})  # a step whose rewards are all equal has only empty updates: not bad
-    bad = [s for s in steps if any(r["skipped_updates"] > 0 for r in rows if r["step"] == s)]
+    bad = [s for s in steps if any(r["train/skipped_updates"] > 0 for r in rows if r["step"] == s)]
     assert bad[-2:] == steps[-2:]  # the run stops at its 2nd consecutive bad step, and both are logged
-    assert all(r["skipped_updates"] == r["updates"] - r["empty_updates"] for r in rows)
+    assert all(r["train/skipped_updates"] == r["train/updates"] - r["train/empty_updates"] for r in rows)
 
 
 @pytest.mark.skipif(not (SHARED_DATA / "math500.jsonl").is_file(), reason="../shared/data is not present")
@@ -196,9 +200,9 @@ def test_training_scores_benchmarks_through_the_evaluation_harness(tmp_path, mon
     monkeypatch.setenv("HACRL_DATA_DIR", str(SHARED_DATA))
     extra = ["tracking.backend=none", "trainer.eval_benchmarks=[arithmetic,gsm8k]", "trainer.eval_benchmark_limit=2"]
     summary, rows = run(tmp_path, *extra, steps=1)
-    evaluated = [r for r in rows if "bench/gsm8k/accuracy" in r]
+    evaluated = [r for r in rows if "eval/gsm8k/accuracy" in r]
     assert {(r["step"], r["agent"]) for r in evaluated} == {(s, a) for s in (0, 1) for a in ("opt_char", "gpt2_bpe")}
-    assert all(0 <= r["bench/arithmetic/accuracy"] <= 1 for r in evaluated)
+    assert all(0 <= r["eval/arithmetic/accuracy"] <= 1 for r in evaluated)
 
 
 def test_unknown_eval_benchmark_is_a_config_error():

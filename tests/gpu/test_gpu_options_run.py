@@ -35,7 +35,8 @@ def test_lora_and_bf16_agents_train_checkpoint_and_resume_exactly(tmp_path):
     assert summary["steps_run"] == 1
 
     def losses(rows):
-        return {(r["step"], r["agent"], k): r[k] for r in rows if "loss" in r for k in ("loss", "kl", "grad_norm")}
+        keys = ("train/loss", "train/kl", "train/grad_norm")
+        return {(r["step"], r["agent"], k): r[k] for r in rows if "train/loss" in r for k in keys}
 
     assert len(losses(full)) == 2 * 2 * 3 and all(v == v for v in losses(full).values())  # finite, KL logged
     assert losses(resumed) == pytest.approx(losses(full), rel=1e-6, abs=1e-9)

@@ -4,17 +4,17 @@ from pathlib import Path
 
 import pytest
 import torch
+from hacrl_exp.trainer.pool import LearnerBatch
+from hacrl_exp.trainer.update import update_learner
 from transformers import AutoModelForCausalLM
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from hacrl_exp.agents.agent import build_agent, save_agent
+from hacrl_exp.agents.logprobs import response_logprobs
 from hacrl_exp.agents.lora import ADAPTER_DIR, load_adapter, merged_weights
 from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
 from hacrl_exp.algo import Mechanisms, get_algorithm
 from hacrl_exp.config.schema import AgentConfig, AlgorithmConfig, LoraConfig, ModelConfig, TrainerConfig
-from hacrl_exp.scoring import response_logprobs
-from hacrl_exp.trainer.pool import LearnerBatch
-from hacrl_exp.trainer.update import update_learner
 
 pytest.importorskip("peft", reason="LoRA needs peft (the .[lora] / .[dev] extra)")
 
@@ -77,7 +77,7 @@ def test_bf16_autocast_keeps_float32_weights_and_trains():
     assert logp.dtype == torch.float32  # log-softmax in float32
     before = snapshot(agent.model)
     metrics = train(agent)
-    assert metrics["grad_norm"] > 0 and metrics["skipped_updates"] == 0
+    assert metrics["train/grad_norm"] > 0 and metrics["train/skipped_updates"] == 0
     assert all(p.dtype == torch.float32 for p in agent.model.parameters())
     assert all(not torch.equal(p, before[n]) for n, p in agent.model.named_parameters())
 
@@ -87,7 +87,7 @@ def test_native_bf16_weights_train():
     assert all(p.dtype == torch.bfloat16 for p in agent.model.parameters())
     before = snapshot(agent.model)
     metrics = train(agent)
-    assert metrics["grad_norm"] > 0 and metrics["skipped_updates"] == 0
+    assert metrics["train/grad_norm"] > 0 and metrics["train/skipped_updates"] == 0
     assert sum(not torch.equal(p, before[n]) for n, p in agent.model.named_parameters()) > len(before) // 2
 
 
@@ -113,7 +113,7 @@ def test_gradient_checkpointing_recomputes_only_under_autograd_and_changes_nothi
     greedy = dict(max_new_tokens=6, do_sample=False, pad_token_id=0)
     torch.testing.assert_close(plain.model.generate(ids, **greedy), ckpt.model.generate(ids, **greedy))
     metrics = train(ckpt)
-    assert metrics["grad_norm"] > 0
+    assert metrics["train/grad_norm"] > 0
 
 
 def test_lora_agent_trains_only_adapters_and_saves_merged_weights_plus_adapter(tmp_path: Path):
@@ -121,7 +121,7 @@ def test_lora_agent_trains_only_adapters_and_saves_merged_weights_plus_adapter(t
     initial = logits(agent.model)
     before = snapshot(agent.model)
     metrics = train(agent, kl_coef=0.1)
-    assert metrics["grad_norm"] > 0
+    assert metrics["train/grad_norm"] > 0
     changed = {n for n, p in agent.model.named_parameters() if not torch.equal(p, before[n])}
     assert changed and all(".lora_" in n for n in changed)  # the base never moves
     assert {n for n in before if ".lora_B." in n} <= changed

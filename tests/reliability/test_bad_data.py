@@ -1,6 +1,6 @@
 """Bad data rows: malformed JSON, an empty row, a missing or empty field, non-UTF-8 bytes, a duplicate id. Under
 task.bad_rows=error loading stops with one line naming file:line; under skip the row is counted by reason and the
-count is reported in the run (metrics data/skipped_rows*, MLflow, the log). Training data (MathTask) and benchmark
+count is reported in the run (metrics train/skipped_rows*, MLflow, the log). Training data (MathTask) and benchmark
 data (evaluation.load_problems) go through the same row validation (hacrl_exp.tasks.rows)."""
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def test_skip_counts_by_reason(tmp_path, grader, loader, kind, caplog):
     assert f"skipped 1 bad rows ({BAD[kind][1]} 1)" in caplog.text and f"{path}:3" in caplog.text
     if task is not None:
         reason = BAD[kind][1]
-        assert skipped_row_metrics(task) == {"data/skipped_rows": 1.0, f"data/skipped_rows/{reason}": 1.0}
+        assert skipped_row_metrics(task) == {"train/skipped_rows": 1.0, f"train/skipped_rows/{reason}": 1.0}
 
 
 def test_a_whole_file_in_another_encoding_and_an_empty_file(tmp_path, grader):
@@ -158,8 +158,8 @@ def test_skip_mode_reports_the_count_in_the_run(tmp_path, caplog):
     with caplog.at_level(logging.WARNING, logger="hacrl_exp.tasks.rows"):
         summary = train(config, tmp_path / "run")
     assert summary["last_step"] == 1
-    want = {"data/skipped_rows": 2.0, "data/skipped_rows/duplicate_id": 1.0, "data/skipped_rows/invalid_json": 1.0}
-    rows = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "data/skipped_rows" in r]
+    want = {"train/skipped_rows": 2.0, "train/skipped_rows/duplicate_id": 1.0, "train/skipped_rows/invalid_json": 1.0}
+    rows = [r for r in read_metrics(tmp_path / "run" / "metrics.jsonl") if "train/skipped_rows" in r]
     assert rows == [{"step": 0, "agent": "", **want}]
     assert mlflow.MlflowClient().get_run(summary["run_ids"][""]).data.metrics.items() >= want.items()
     assert "math_train.jsonl: skipped 1 bad rows (duplicate_id 1)" in caplog.text

@@ -173,4 +173,4 @@ def test_a_store_locked_mid_run_buffers_and_loses_nothing(tmp_path, monkeypatch,
     assert caplog.text.count("unavailable") == 1 and "answers again" in caplog.text, caplog.text  # warned once
     runs = mlflow_histories(store, "hacrl")
     assert {r["status"] for r in runs.values()} == {"FINISHED"}
-    assert [s for s, _ in runs["gpt2_bpe"]["metrics"]["reward/mean"]] == [1, 2, 3, 4, 5]
+    assert [s for s, _ in runs["gpt2_bpe"]["metrics"]["train/reward_mean"]] == [1, 2, 3, 4, 5]

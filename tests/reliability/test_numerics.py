@@ -8,14 +8,14 @@ from __future__ import annotations
 import logging
 import math
 
+import hacrl_exp.trainer.pool as pool
+import hacrl_exp.trainer.update as update
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import hacrl_exp.trainer.loop as loop
-import hacrl_exp.trainer.pool as pool
-import hacrl_exp.trainer.update as update
 from hacrl_exp.algo import capability_aware_advantages
 from hacrl_exp.config.preflight import preflight
 from hacrl_exp.errors import NumericsError
@@ -77,21 +77,27 @@ def test_bad_steps_are_skipped_logged_and_the_run_goes_on(tmp_path, monkeypatch,
         summary = run(tmp_path, 12, "trainer.max_bad_steps=5")
     assert summary["last_step"] == 12
     assert sorted(faults.fired.values()) == sorted(FAULTS)  # each quantity was poisoned on a step that updated
-    rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "skipped_updates" in r]
+    rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "train/skipped_updates" in r]
     for r in rows:
-        ran = r["updates"] - r["empty_updates"]
-        assert r["skipped_updates"] == (ran if r["step"] in faults.fired else 0), r
-        assert all(math.isfinite(v) for k, v in r.items() if k in ("loss", "grad_norm")), r  # never logged as NaN
-    skipped = {r["step"] for r in rows if r["skipped_updates"]}
+        ran = r["train/updates"] - r["train/empty_updates"]
+        assert r["train/skipped_updates"] == (ran if r["step"] in faults.fired else 0), r
+        assert all(math.isfinite(v) for k, v in r.items() if k in ("train/loss", "train/grad_norm")), (
+            r
+        )  # never logged as NaN
+    skipped = {r["step"] for r in rows if r["train/skipped_updates"]}
     assert skipped == set(faults.fired)
-    assert any(r["step"] > max(skipped) and r["updates"] > r["empty_updates"] for r in rows)  # it learns again
-    assert caplog.text.count("update skipped") == sum(r["skipped_updates"] for r in rows)
+    assert any(
+        r["step"] > max(skipped) and r["train/updates"] > r["train/empty_updates"] for r in rows
+    )  # it learns again
+    assert caplog.text.count("update skipped") == sum(r["train/skipped_updates"] for r in rows)
     import mlflow
 
     client = mlflow.MlflowClient()
     logged = set()
     for name in ("opt_char", "gpt2_bpe"):
-        logged |= {m.step for m in client.get_metric_history(summary["run_ids"][name], "skipped_updates") if m.value}
+        logged |= {
+            m.step for m in client.get_metric_history(summary["run_ids"][name], "train/skipped_updates") if m.value
+        }
     assert logged == skipped
 
 
@@ -103,8 +109,8 @@ def test_too_many_bad_steps_abort_with_one_clear_error(tmp_path, monkeypatch):
         run(tmp_path, 20, "trainer.max_bad_steps=3")
     message = str(info.value)
     assert message.startswith("3 consecutive steps had non-finite gradients") and "trainer.max_bad_steps" in message
-    rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "skipped_updates" in r]
-    bad = sorted({r["step"] for r in rows if r["skipped_updates"]})
+    rows = [r for r in read_metrics(tmp_path / "metrics.jsonl") if "train/skipped_updates" in r]
+    bad = sorted({r["step"] for r in rows if r["train/skipped_updates"]})
     assert len(bad) == 3 and max(r["step"] for r in rows) == bad[-1]  # stopped at the third bad step, logged
     assert bad == sorted(faults.fired)[:2] + [bad[-1]]
     runs = mlflow.search_runs(experiment_names=["hacrl"], output_format="list")

@@ -85,7 +85,7 @@ def test_allowed_changes_resume_and_the_summary_covers_the_whole_run(copy, finis
     assert {r["status"] for r in runs.values()} == {"FINISHED"} and {r["run_id"] for r in runs.values()} == set(
         first["run_ids"].values()
     )
-    assert [s for s, _ in runs["opt_char"]["metrics"]["reward/mean"]] == [1, 2, 3, 4]
+    assert [s for s, _ in runs["opt_char"]["metrics"]["train/reward_mean"]] == [1, 2, 3, 4]
 
 
 def test_a_kill_before_the_summary_is_repaired_by_resuming(copy, finished):
@@ -179,9 +179,9 @@ def test_a_resume_replays_metrics_the_store_missed(copy, finished):
     store, agent_run = f"sqlite:///{db}", finished[2]["run_ids"]["opt_char"]
     with sqlite3.connect(db) as connection:  # as if the store was down when step 3 was flushed
         connection.execute("DELETE FROM metrics WHERE run_uuid = ? AND step = 3", (agent_run,))
-    assert [s for s, _ in mlflow_histories(store, "integrity")["opt_char"]["metrics"]["reward/mean"]] == [1, 2]
+    assert [s for s, _ in mlflow_histories(store, "integrity")["opt_char"]["metrics"]["train/reward_mean"]] == [1, 2]
     train(resume(copy, f"tracking.uri={store}"), copy)
     runs = mlflow_histories(store, "integrity")
-    assert [s for s, _ in runs["opt_char"]["metrics"]["reward/mean"]] == [1, 2, 3]  # sent from metrics.jsonl
-    assert [s for s, _ in runs["gpt2_bpe"]["metrics"]["reward/mean"]] == [1, 2, 3]  # and nothing twice
+    assert [s for s, _ in runs["opt_char"]["metrics"]["train/reward_mean"]] == [1, 2, 3]  # sent from metrics.jsonl
+    assert [s for s, _ in runs["gpt2_bpe"]["metrics"]["train/reward_mean"]] == [1, 2, 3]  # and nothing twice
     assert {r["status"] for r in runs.values()} == {"FINISHED"}

@@ -40,7 +40,7 @@ def wait_for(condition, process: subprocess.Popen, what: str, timeout: float = 3
 
 def trained_steps(run: Path) -> int:
     path = run / "metrics.jsonl"
-    return max((r["step"] for r in read_metrics(path) if "reward/mean" in r), default=0) if path.exists() else 0
+    return max((r["step"] for r in read_metrics(path) if "train/reward_mean" in r), default=0) if path.exists() else 0
 
 
 def last_line(stderr: str) -> str:

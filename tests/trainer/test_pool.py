@@ -1,14 +1,23 @@
-"""Pool → learner batch: self-first block order, re-tokenised cross rows, advantages and per-row weights."""
+"""trainer.step.build_batch (pool → learner batch): self-first block order, re-tokenised cross rows, advantages and
+per-row weights, and what each mechanism switch changes."""
 
 import pytest
 import torch
 
 from hacrl_exp.agents.tiny import build_tokenizer
-from hacrl_exp.algo import Mechanisms, capability_aware_advantages, get_algorithm, group_relative_advantages
-from hacrl_exp.exchange import retokenize
+from hacrl_exp.algo import (
+    ObjectiveParams,
+    capability_aware_advantages,
+    get_algorithm,
+    group_relative_advantages,
+    resolve_mechanisms,
+)
+from hacrl_exp.config.schema import MechanismsConfig
 from hacrl_exp.graph import build_graph
 from hacrl_exp.tasks.arithmetic import ArithmeticTask
-from hacrl_exp.trainer.pool import SourceRollouts, build_learner_batch
+from hacrl_exp.trainer.params import LearnerParams
+from hacrl_exp.trainer.rollouts import SourceRollouts
+from hacrl_exp.trainer.step import build_batch, retokenize
 
 TASK = ArithmeticTask(tiers=["add3", "mul31"], eval_per_tier=4)
 NAMES = ["a", "b", "c"]
@@ -36,6 +45,7 @@ def source_rollouts(agent: int, tokenizer, rewards: list[float]) -> SourceRollou
         texts,
         torch.tensor(rewards, dtype=torch.float64),
         old,
+        problem_prompt_ids=prompt_ids[::G],
     )
 
 
@@ -49,26 +59,39 @@ def test_retokenize_round_trip_between_different_tokenizers(tokenizers):
     assert len(retokenize([text], tokenizers["a"], 5)[0]) == 5  # right-truncated
 
 
-def build(tokenizers, algorithm="hacpo", mechanisms=Mechanisms(), p_hat=(0.5, 0.75, 0.25)):
+def learner_a(algorithm: str, switches: MechanismsConfig) -> LearnerParams:
+    """Learner a's parameters: sources b (α 1) and c (α 3) when the algorithm shares rollouts."""
+    algo = get_algorithm(algorithm)
+    graph = build_graph(NAMES, "all_to_all", {}, 1.0, {"a": {"c": 3.0}}, {})
+    edges = graph.sources_of("a") if algo.shares_rollouts else []
+    return LearnerParams(
+        index=0,
+        sources=tuple(NAMES.index(e.source) for e in edges),
+        joint_group=algo.shares_rollouts,
+        mechanisms=resolve_mechanisms(switches, algo, [e.alpha for e in edges], 0.025),
+        objective=algo.objective,
+        objective_params=ObjectiveParams(3e-4, 4e-4),
+        token_level=algo.token_level,
+        delta=0.2,
+        restart_u_per_source=False,
+        minibatch_size=P * G,
+        micro_batch_size=4,
+        adv_eps=1e-6,
+        kl_coef=0.0,
+        kl_aggregation="seq_mean_token_mean",
+        max_grad_norm=1.0,
+        max_response_tokens=64,
+        temperature=1.0,
+    )
+
+
+def build(tokenizers, algorithm="hacpo", mechanisms=MechanismsConfig(), p_hat=(0.5, 0.75, 0.25)):
     rewards = {0: [1, 0, 0, 1] * P, 1: [1, 1, 0, 1] * P, 2: [0, 0, 0, 1] * P}
     pool = {i: source_rollouts(i, tokenizers[n], rewards[i]) for i, n in enumerate(NAMES)}
-    graph = build_graph(NAMES, "all_to_all", {}, 1.0, {"a": {"c": 3.0}}, {})
     p = torch.tensor(p_hat, dtype=torch.float64)
     rho = (p / p[0]).clamp(0.1, 10)  # ρ(j→a) = P̂_j / P̂_a
-    batch = build_learner_batch(
-        0,
-        graph.sources_of("a"),
-        NAMES,
-        pool,
-        pool[0].prompt_ids[::G],
-        tokenizers["a"],
-        64,
-        get_algorithm(algorithm),
-        mechanisms,
-        1 / rho,
-        rho,
-        1e-6,
-    )
+    shared = {j: pool[j].shared() for j in (1, 2)}
+    batch = build_batch(pool[0], shared, rho, tokenizers["a"], learner_a(algorithm, mechanisms))
     return batch, pool, rho
 
 
@@ -95,13 +118,13 @@ def test_learner_batch_advantages_and_weights_follow_spec(tokenizers):
 
 def test_mechanism_switches_change_only_their_part(tokenizers):
     full, _, _ = build(tokenizers)
-    no_omega, _, _ = build(tokenizers, mechanisms=Mechanisms(omega=False))
+    no_omega, _, _ = build(tokenizers, mechanisms=MechanismsConfig(omega=False))
     assert torch.equal(no_omega.advantages, full.advantages)  # baseline weights kept (spec §2.2 toggled off)
     assert no_omega.loss_weight.tolist() == [1.0] * len(full)
-    no_adv, pool, _ = build(tokenizers, mechanisms=Mechanisms(capability_advantage=False))
+    no_adv, pool, _ = build(tokenizers, mechanisms=MechanismsConfig(capability_advantage=False))
     naive, _, _ = build(tokenizers, algorithm="naive")
     torch.testing.assert_close(no_adv.advantages, naive.advantages, rtol=0, atol=0)  # unweighted joint mean
-    no_is, _, _ = build(tokenizers, mechanisms=Mechanisms(exponential_is=False))
+    no_is, _, _ = build(tokenizers, mechanisms=MechanismsConfig(exponential_is=False))
     assert no_is.alpha.abs().sum() == 0
 
 

@@ -1,18 +1,20 @@
-"""update_learner: rows with advantage exactly 0 are not run, and the update is the same as when they are."""
+"""trainer.step.update: rows with advantage exactly 0 are not run, and the update is the same as when they are."""
 
 import copy
+import dataclasses
 
 import pytest
 import torch
 
 from hacrl_exp.agents.agent import Agent
+from hacrl_exp.agents.logprobs import response_logprobs
 from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
-from hacrl_exp.algo import Mechanisms, get_algorithm
-from hacrl_exp.config.schema import AlgorithmConfig, TrainerConfig
+from hacrl_exp.config.schema import AgentConfig, AgentsConfig, AlgorithmConfig, Config, TrainerConfig
 from hacrl_exp.rollout.hf import HFRolloutEngine
-from hacrl_exp.scoring import response_logprobs
 from hacrl_exp.tasks.arithmetic import ArithmeticTask
-from hacrl_exp.trainer.pool import LearnerBatch
+from hacrl_exp.trainer import step
+from hacrl_exp.trainer.params import learner_params
+from hacrl_exp.trainer.step import LearnerBatch
 
 TASK = ArithmeticTask(tiers=["add2"], eval_per_tier=4)
 P, G = 4, 4
@@ -77,17 +79,15 @@ def test_skipping_zero_advantage_rows_gives_the_same_update(algorithm, kl_coef):
     assert moved > 1e-3  # the update did something
     for a, b in zip(params_skip, params_full):
         torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-6)
-    assert skipped["updates"] == full["updates"] == 4
+    assert skipped["train/updates"] == full["train/updates"] == 4
     cross_run = sum(a != 0 for a in ADVANTAGES[P * G :])
     self_run = P * G if kl_coef > 0 else sum(a != 0 for a in ADVANTAGES[: P * G])  # KL rows always run
     expected_run = (self_run + cross_run) / len(ADVANTAGES)
-    assert skipped["rows_run"] == pytest.approx(expected_run) and full["rows_run"] == 1.0
-    assert skipped["loss"] == pytest.approx(full["loss"], rel=1e-5, abs=1e-9)
+    assert skipped["train/rows_run_share"] == pytest.approx(expected_run) and full["train/rows_run_share"] == 1.0
+    assert skipped["train/loss"] == pytest.approx(full["train/loss"], rel=1e-5, abs=1e-9)
 
 
 def agent_update(agent, batch, algorithm, algo_cfg, trainer, skip):
-    from hacrl_exp.trainer.update import update_learner
-
-    return update_learner(
-        agent, batch, ["a", "b"], get_algorithm(algorithm), algo_cfg, Mechanisms(), trainer, skip_zero_advantage=skip
-    )
+    agents = AgentsConfig(members={"a": AgentConfig(), "b": AgentConfig()})
+    params = learner_params(Config(agents=agents, algorithm=algo_cfg, trainer=trainer))[0]
+    return step.update(agent, batch, dataclasses.replace(params, skip_zero_advantage=skip), ["a", "b"])

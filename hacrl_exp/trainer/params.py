@@ -1,0 +1,85 @@
+"""Each learner's update settings, resolved once from the config: the training step reads no switch.
+
+`learner_params` applies the algorithm (which objective, whether rollouts are shared) and the mechanism switches
+(`hacrl_exp.algo.resolve_mechanisms`: α per edge, δ_step, baseline and loss weights on or off, cross clip on or off)
+to plain values, at validation time (`hacrl_exp.trainer.loop.train`) and again where each worker is built.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from hacrl_exp.algo import MechanismParams, Objective, ObjectiveParams, get_algorithm, resolve_mechanisms
+from hacrl_exp.config.schema import Config
+from hacrl_exp.errors import ConfigError
+from hacrl_exp.graph import AgentGraph, graph_from_config
+
+
+@dataclass(frozen=True)
+class LearnerParams:
+    """Everything one learner's update reads (hacrl_exp.trainer.step)."""
+
+    index: int
+    sources: tuple[int, ...]
+    """Agents whose rollouts it learns from, in declared order (its cross blocks, spec §1.6); () without sharing."""
+    joint_group: bool
+    """Advantages over the joint group of all blocks (sharing algorithms, §2.1), else over its own group (§1.1)."""
+    mechanisms: MechanismParams
+    objective: Objective
+    objective_params: ObjectiveParams
+    token_level: bool
+    """The objective reads per-token old log-probs (GRPO)."""
+    delta: float
+    restart_u_per_source: bool
+    minibatch_size: int
+    micro_batch_size: int
+    adv_eps: float
+    kl_coef: float
+    kl_aggregation: str
+    max_grad_norm: float
+    max_response_tokens: int
+    temperature: float
+    """Sampling temperature: logits are divided by it when scoring log-probs (as verl)."""
+    skip_zero_advantage: bool = True
+    """Rows with A = 0 and no KL term are not run through the model (their gradient is 0)."""
+
+
+def learner_params(config: Config, graph: AgentGraph | None = None) -> dict[int, LearnerParams]:
+    """{agent index: its LearnerParams} for every learner of the graph (frozen agents have none)."""
+    algorithm, algo = get_algorithm(config.algorithm.name), config.algorithm
+    graph = graph or graph_from_config(config.agents, algo.alpha)
+    names, trainer = list(graph.names), config.trainer
+    out = {}
+    for learner in graph.learners:
+        edges = graph.sources_of(learner) if algorithm.shares_rollouts else []
+        try:
+            mechanisms = resolve_mechanisms(config.mechanisms, algorithm, [e.alpha for e in edges], algo.delta_step)
+        except ValueError as exc:
+            raise ConfigError(f"{exc} (algorithm.* or agents.members.{learner}.alpha_from)") from None
+        token_level = algorithm.token_level
+        out[names.index(learner)] = LearnerParams(
+            index=names.index(learner),
+            sources=tuple(names.index(e.source) for e in edges),
+            joint_group=algorithm.shares_rollouts,
+            mechanisms=mechanisms,
+            objective=algorithm.objective,
+            objective_params=ObjectiveParams(
+                eps_low=algo.grpo_clip_low if token_level else algo.self_clip_low,
+                eps_high=algo.grpo_clip_high if token_level else algo.self_clip_high,
+                clip_cross=mechanisms.clip_cross,
+                is_factor_on_raw_ratio=algo.is_factor_on_raw_ratio,
+                log_ratio_clamp=algo.log_ratio_clamp,
+            ),
+            token_level=token_level,
+            delta=algo.delta,
+            restart_u_per_source=algo.restart_u_per_source,
+            minibatch_size=trainer.prompts_per_step * trainer.group_size // trainer.minibatches_per_block,
+            micro_batch_size=trainer.micro_batch_size,
+            adv_eps=algo.adv_eps,
+            kl_coef=algo.kl_coef,
+            kl_aggregation=algo.kl_aggregation,
+            max_grad_norm=trainer.max_grad_norm,
+            max_response_tokens=config.rollout.max_new_tokens,
+            temperature=config.rollout.temperature,
+        )
+    return out
