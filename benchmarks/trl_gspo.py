@@ -95,7 +95,7 @@ def common_targets() -> list[tuple[object, str, str]]:
 
 def run_ours(overrides: list[str], steps: int, out: Path) -> list[dict]:
     """Per-step buckets of our trainer; phases from its metrics, forward/backward/optimizer from the stopwatch."""
-    import hacrl_exp.trainer.update as update_module
+    import hacrl_exp.trainer.step as update_module
 
     step = {"i": -1}
     watch = Stopwatch(lambda: step["i"])

@@ -179,8 +179,7 @@ def test_math_task_trains_a_step_on_local_jsonl(tmp_path):
 
 def test_non_finite_updates_are_skipped_then_the_run_aborts(tmp_path, monkeypatch):
     """Fault injection: NaN log-ratios make every update non-finite; steps are skipped, then the run stops."""
-    import hacrl_exp.trainer.update as update
-
+    import hacrl_exp.trainer.step as update
     from hacrl_exp.errors import NumericsError
 
     real = update.sequence_log_ratio

@@ -67,18 +67,18 @@ def test_memory_metrics_count_weights_gradients_and_adam_state_exactly():
     n = sum(p.numel() for p in agent.model.parameters())
     tensors = len(list(agent.model.parameters()))
     before = memory_metrics([agent])["a"]
-    assert before["memory/params_mb"] == pytest.approx(4 * n / 2**20)
+    assert before["memory/params_mib"] == pytest.approx(4 * n / 2**20)
     assert before["memory/trainable_params"] == n
-    assert before["memory/reference_mb"] == pytest.approx(4 * n / 2**20)  # kl_coef > 0: a full frozen copy
-    assert before["memory/grads_mb"] == before["memory/optimizer_mb"] == 0
-    assert "memory/peak_mb" not in before  # CPU: no device peak to report
+    assert before["memory/reference_mib"] == pytest.approx(4 * n / 2**20)  # kl_coef > 0: a full frozen copy
+    assert before["memory/grads_mib"] == before["memory/optimizer_mib"] == 0
+    assert "memory/gpu_peak_mib" not in before  # CPU: no device peak to report
     ids = torch.tensor([[4, 5, 6, 7]])
     agent.model(input_ids=ids, labels=ids).loss.backward()
     agent.optimizer.step()
     after = memory_metrics([agent])["a"]
-    assert after["memory/grads_mb"] == pytest.approx(4 * n / 2**20)
+    assert after["memory/grads_mib"] == pytest.approx(4 * n / 2**20)
     # AdamW: exp_avg and exp_avg_sq per weight, plus a float32 step counter per tensor
-    assert after["memory/optimizer_mb"] == pytest.approx((8 * n + 4 * tensors) / 2**20)
+    assert after["memory/optimizer_mib"] == pytest.approx((8 * n + 4 * tensors) / 2**20)
 
 
 @CUDA
@@ -87,5 +87,5 @@ def test_memory_metrics_report_the_device_peak_on_cuda():
     ids = torch.tensor([[4, 5, 6, 7]], device="cuda")
     agent.model(input_ids=ids, labels=ids).loss.backward()
     metrics = memory_metrics([agent], reset_peak=True)["a"]
-    assert metrics["memory/peak_mb"] >= metrics["memory/params_mb"] + metrics["memory/grads_mb"]
-    assert memory_metrics([agent])["a"]["memory/peak_mb"] < metrics["memory/peak_mb"]  # the forward's activations
+    assert metrics["memory/gpu_peak_mib"] >= metrics["memory/params_mib"] + metrics["memory/grads_mib"]
+    assert memory_metrics([agent])["a"]["memory/gpu_peak_mib"] < metrics["memory/gpu_peak_mib"]  # the forward's activations

@@ -4,8 +4,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from hacrl_exp.trainer.pool import LearnerBatch
-from hacrl_exp.trainer.update import update_learner
 from transformers import AutoModelForCausalLM
 from transformers.modeling_layers import GradientCheckpointingLayer
 
@@ -13,8 +11,18 @@ from hacrl_exp.agents.agent import build_agent, save_agent
 from hacrl_exp.agents.logprobs import response_logprobs
 from hacrl_exp.agents.lora import ADAPTER_DIR, load_adapter, merged_weights
 from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
-from hacrl_exp.algo import Mechanisms, get_algorithm
-from hacrl_exp.config.schema import AgentConfig, AlgorithmConfig, LoraConfig, ModelConfig, TrainerConfig
+from hacrl_exp.config.schema import (
+    AgentConfig,
+    AgentsConfig,
+    AlgorithmConfig,
+    Config,
+    LoraConfig,
+    ModelConfig,
+    TrainerConfig,
+)
+from hacrl_exp.trainer import step
+from hacrl_exp.trainer.params import learner_params
+from hacrl_exp.trainer.step import LearnerBatch
 
 pytest.importorskip("peft", reason="LoRA needs peft (the .[lora] / .[dev] extra)")
 
@@ -55,7 +63,8 @@ def make_batch(agent) -> LearnerBatch:
 def train(agent, kl_coef=0.0) -> dict:
     trainer = TrainerConfig(prompts_per_step=2, group_size=4, minibatches_per_block=1, micro_batch_size=4)
     algo = AlgorithmConfig(name="gspo", kl_coef=kl_coef, self_clip_low=0.5, self_clip_high=0.5)
-    return update_learner(agent, make_batch(agent), ["a"], get_algorithm("gspo"), algo, Mechanisms(), trainer)
+    config = Config(agents=AgentsConfig(members={"a": AgentConfig()}), algorithm=algo, trainer=trainer)
+    return step.update(agent, make_batch(agent), learner_params(config)[0], ["a"])
 
 
 def snapshot(model) -> dict[str, torch.Tensor]:

@@ -1,5 +1,5 @@
 """Non-finite numbers: NaN or inf in the new log-probs, the old (rollout) log-probs, the ratios or the loss make the
-step's updates skip (logged as skipped_updates and a warning) and the run goes on; after trainer.max_bad_steps bad
+step's updates skip (logged as train/skipped_updates and a warning) and the run goes on; after trainer.max_bad_steps bad
 steps in a row it stops with one clear NumericsError and the MLflow runs end FAILED. The capability tracker never
 divides by zero, whatever the rewards."""
 
@@ -8,14 +8,15 @@ from __future__ import annotations
 import logging
 import math
 
-import hacrl_exp.trainer.pool as pool
-import hacrl_exp.trainer.update as update
 import pytest
 import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import hacrl_exp.algo.objectives as objectives
 import hacrl_exp.trainer.loop as loop
+import hacrl_exp.trainer.rollouts as rollouts
+import hacrl_exp.trainer.step as update
 from hacrl_exp.algo import capability_aware_advantages
 from hacrl_exp.config.preflight import preflight
 from hacrl_exp.errors import NumericsError
@@ -51,8 +52,8 @@ class Faults:
 
         poison(update, "response_logprobs", lambda out: (out[0] * NAN, out[1]))  # the learner's new log-probs
         poison(update, "sequence_log_ratio", lambda out: out + INF)  # the importance ratios
-        poison(update, "sequence_policy_loss", lambda out: (out[0] * INF, out[1]))  # the loss
-        poison(pool, "batched_response_logprobs", lambda out: [t * NAN for t in out])  # the rollout's old log-probs
+        poison(objectives, "sequence_policy_loss", lambda out: (out[0] * INF, out[1]))  # the loss
+        poison(rollouts, "batched_response_logprobs", lambda out: [t * NAN for t in out])  # the rollout's old log-probs
 
     def next_step(self, step: int) -> None:
         if self.armed is not None and self.ran:
@@ -73,7 +74,7 @@ FAULTS = ["response_logprobs", "sequence_log_ratio", "sequence_policy_loss", "ba
 
 def test_bad_steps_are_skipped_logged_and_the_run_goes_on(tmp_path, monkeypatch, caplog):
     faults = Faults(monkeypatch, FAULTS)
-    with caplog.at_level(logging.WARNING, logger="hacrl_exp.trainer.update"):
+    with caplog.at_level(logging.WARNING, logger="hacrl_exp.trainer.step"):
         summary = run(tmp_path, 12, "trainer.max_bad_steps=5")
     assert summary["last_step"] == 12
     assert sorted(faults.fired.values()) == sorted(FAULTS)  # each quantity was poisoned on a step that updated

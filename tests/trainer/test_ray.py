@@ -57,7 +57,7 @@ def test_ray_actors_match_in_process_agents(tmp_path):
                 assert same(a[key], b[key]), (a["step"], a["agent"], key, a[key], b[key])
                 compared += 1
     assert compared > 100
-    assert any("cross/gpt2_bpe/rows_run" in r for r in rows["ray"])  # cross blocks were built from shared rollouts
+    assert any("cross/from_gpt2_bpe/rows_run" in r for r in rows["ray"])  # cross blocks were built from shared rollouts
     assert json.dumps(local["evals"]) == json.dumps(remote["evals"])
     assert local["counters"] == remote["counters"]
     for name in ("opt_char", "gpt2_bpe"):  # per-problem eval records and checkpoints written by the actors
