@@ -158,6 +158,9 @@ class TaskConfig:
     eval_limit: Optional[int] = field(default=None, metadata=rng(1, 10_000_000))
     grader_timeout_s: float = field(default=5.0, metadata=rng(0.1, 600))
     grader_workers: int = field(default=1, metadata=rng(1, 64))
+    reward: str = "math_verify"
+    """math: the training reward and in-training evaluation verdict: math_verify (the one grader: answer forms, exact
+    numbers, math-verify) | verl (the paper's: verl's string-normalised boxed match; docs/algorithm.md §3.3)."""
     bad_rows: str = "error"
     """math: a malformed, empty, non-UTF-8 or duplicate-id data row: error (stop, naming file:line) | skip (count
     by reason, report as train/skipped_rows metrics)."""

@@ -18,6 +18,7 @@ from hacrl_exp.algo import ALGORITHMS
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.graph import TOPOLOGIES, graph_from_config
+from hacrl_exp.rewards.grader import REWARDS
 from hacrl_exp.tasks.rows import BAD_ROW_POLICIES
 
 CHOICES = {
@@ -31,6 +32,7 @@ CHOICES = {
     "algorithm.capability_scope": ("batch", "category"),
     "task.name": ("arithmetic", "math"),
     "task.bad_rows": BAD_ROW_POLICIES,
+    "task.reward": REWARDS,
     "rollout.backend": ("hf", "vllm"),
     "tracking.backend": ("mlflow", "none"),
     "executor.backend": ("local", "ray"),
@@ -175,6 +177,7 @@ def _check_choices(config: Config) -> None:
         "algorithm.capability_scope",
         "task.name",
         "task.bad_rows",
+        "task.reward",
         "rollout.backend",
         "tracking.backend",
         "executor.backend",
@@ -250,6 +253,11 @@ def _check_semantics(config: Config) -> None:
         seen[name.lower()] = name
     if config.task.name == "arithmetic" and not config.task.tiers:
         raise ConfigError(f"task.tiers is empty; list at least one of {list(ARITHMETIC_TIERS)}, e.g. task.tiers=[add2]")
+    if config.task.name != "math" and config.task.reward != REWARDS[0]:
+        raise ConfigError(
+            f"task.reward={config.task.reward} applies to task=math only; task={config.task.name} is graded by exact "
+            f"match. Drop the override or use task=math"
+        )
     algorithm = ALGORITHMS[config.algorithm.name]
     try:
         graph = graph_from_config(config.agents, config.algorithm.alpha)

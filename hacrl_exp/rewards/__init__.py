@@ -2,6 +2,16 @@
 evaluation, the gold check, the lm-eval export and `python -m hacrl_exp.grade`. Depends on nothing else in hacrl_exp."""
 
 from hacrl_exp.rewards.forms import canonical, compact, normalize_gold
-from hacrl_exp.rewards.grader import COMPARES, EXTRACTORS, Grade, Grader, resolve_compare
+from hacrl_exp.rewards.grader import COMPARES, EXTRACTORS, REWARDS, Grade, Grader, resolve_compare
 
-__all__ = ["COMPARES", "EXTRACTORS", "Grade", "Grader", "canonical", "compact", "normalize_gold", "resolve_compare"]
+__all__ = [
+    "COMPARES",
+    "EXTRACTORS",
+    "REWARDS",
+    "Grade",
+    "Grader",
+    "canonical",
+    "compact",
+    "normalize_gold",
+    "resolve_compare",
+]

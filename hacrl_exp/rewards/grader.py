@@ -21,7 +21,13 @@ it, so a response earns the same verdict wherever it is graded. For one (respons
      in worker processes with a per-pair timeout (`VerifyPool`), cached per pair. When the question names quantities
      in order ("determine both $a$ and $b$"), comma lists are compared element by element.
 
-Reasons: 'correct', 'wrong', 'no_answer', 'timeout', 'grader_error'. Reward is 1.0 for 'correct', else 0.0.
+   - `verl`: the paper's reward (hacpo-spec §1.1), verl's `math.compute_score` (`hacrl_exp.rewards.verl_math`): verl's
+     own last-box reading of the whole response (the extractor must be `boxed`; `max_chars` does not apply), then
+     `strip_string` on both sides and string equality. Gold answers are compared as given: pass them as written
+     (`hacrl_exp.tasks.math.gold_answer`), not in canonical form. No question forms, no math-verify.
+
+Reasons: 'correct', 'wrong', 'no_answer', 'timeout', 'grader_error'. Reward is 1.0 for 'correct', else 0.0. Under
+`verl` a reward is 1.0 exactly when verl's `compute_score` is (reasons 'correct', 'wrong' or 'no_answer').
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from hacrl_exp.rewards import verl_math
 from hacrl_exp.rewards.extract import ANSWER_EXTRACTORS
 from hacrl_exp.rewards.forms import canonical, split_top_level, unlabelled
 from hacrl_exp.rewards.numbers import (
@@ -45,8 +52,11 @@ from hacrl_exp.rewards.numbers import (
 from hacrl_exp.rewards.requested import ignores_request, in_question_order, requested_forms
 from hacrl_exp.rewards.verify_pool import VerifyPool
 
-COMPARES = ("math", "exact")
+COMPARES = ("math", "exact", "verl")
 """Comparison rules; see the module docstring."""
+REWARDS = ("math_verify", "verl")
+"""`task.reward` choices for math tasks, each the name of a comparison rule: `math_verify` (= `math`, the default) or
+`verl` (the paper's reward)."""
 COMPARE_ALIASES = {"math_verify": "math", "numeric": "math"}
 """Names benchmark YAMLs used before the grader became one path; they mean `math`."""
 EXTRACTORS: dict[str, Callable[[str], str | None]] = ANSWER_EXTRACTORS
@@ -87,7 +97,8 @@ class Grader:
         memory_limit_mb: int | None = 4096,
     ):
         """timeout_s: seconds one math-verify comparison may take; workers: math-verify processes (started on first
-        need); max_chars: only this tail of a response is searched for the answer; memory_limit_mb: per worker."""
+        need); max_chars: only this tail of a response is searched for the answer (not under compare='verl', which reads
+        the whole response as verl does); memory_limit_mb: per worker."""
         if max_chars < 1:
             raise ValueError(f"Grader needs max_chars >= 1; got {max_chars}.")
         self.max_chars = int(max_chars)
@@ -135,7 +146,12 @@ class Grader:
         (None: no form is checked). Never raises or hangs on hostile response text."""
         if extractor not in EXTRACTORS:
             raise ValueError(f"answer extractor {extractor!r} is unknown; use one of {sorted(EXTRACTORS)}")
-        answers = [self.extract(r, extractor) for r in responses]
+        if resolve_compare(compare) == "verl":
+            if extractor != "boxed":
+                raise ValueError(f"compare='verl' reads the last box itself; use extractor='boxed', not {extractor!r}")
+            answers = [verl_math.read_answer(r) if isinstance(r, str) else None for r in responses]
+        else:
+            answers = [self.extract(r, extractor) for r in responses]
         return self.grade_answers(answers, golds, compare=compare, questions=questions)
 
     def grade_answers(
@@ -160,6 +176,8 @@ class Grader:
                 plans.append("no_answer")
             elif compare == "exact":
                 plans.append(_verdict(answer.strip() == gold.strip()))
+            elif compare == "verl":
+                plans.append(verl_math.reason(answer, gold))
             else:
                 plans.append(comparisons(answer, gold, question))
         verdicts = self._verdicts({pair for plan in plans if not isinstance(plan, str) for alt in plan for pair in alt})

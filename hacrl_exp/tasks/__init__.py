@@ -48,5 +48,6 @@ def _math_task(cfg: TaskConfig) -> Task:
         data_dir=cfg.data_dir,
         grader_timeout_s=cfg.grader_timeout_s,
         grader_workers=cfg.grader_workers,
+        reward=cfg.reward,
         **extra,
     )

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from hacrl_exp.rewards import Grader, normalize_gold
+from hacrl_exp.rewards import REWARDS, Grader, normalize_gold, resolve_compare
 from hacrl_exp.rewards.boxed import last_boxed
 from hacrl_exp.tasks.base import Grade, Problem
 from hacrl_exp.tasks.rows import BadRows, DataError, check_unique, field_text, jsonl_records
 
-__all__ = ["DATA_DIR_ENV", "DataError", "MathTask", "resolve_data_path"]
+__all__ = ["DATA_DIR_ENV", "DataError", "MathTask", "gold_answer", "resolve_data_path"]
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +34,8 @@ PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\
 HF_TRAIN = "DigitalLearningGmbH/MATH-lighteval"  # the paper's 7.5k MATH train split (spec §4)
 HF_EVAL = "HuggingFaceH4/MATH-500"  # validation during training (spec §4)
 EXTRACTOR, COMPARE = "boxed", "math"
-"""How MathTask grades; the math benchmark YAMLs name the same pair (a test holds them equal)."""
+"""How MathTask grades by default (task.reward=math_verify); the math benchmark YAMLs name the same pair (a test holds
+them equal). task.reward=verl grades with compare='verl' instead (the paper's reward, docs/algorithm.md §3.3)."""
 _SKIP_HINT = "Fix or delete that line, or set task.bad_rows=skip to skip and count bad rows."
 _CORE = ("id", "problem", "answer", "solution")
 
@@ -43,6 +44,12 @@ def question_text(problem: Problem) -> str:
     """The problem as its dataset states it (without the prompt's instruction): what the grader reads for the forms a
     question asks for. Tasks and benchmarks keep it in `meta["problem_text"]`."""
     return problem.meta.get("problem_text", problem.prompt)
+
+
+def gold_answer(problem: Problem, compare: str) -> str:
+    """The gold answer `compare` expects: as the data file writes it (`meta["answer_raw"]`) for 'verl', which
+    normalises both sides itself as verl does; else the canonical `Problem.answer`."""
+    return problem.meta.get("answer_raw", problem.answer) if resolve_compare(compare) == "verl" else problem.answer
 
 
 def resolve_data_path(name_or_path: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Path:
@@ -131,20 +138,26 @@ class MathTask:
         grader_workers: int = 1,
         grader_max_chars: int = 20000,
         grader: Grader | None = None,
+        reward: str = "math_verify",
     ):
         """train_path/eval_path: local JSONL (see `resolve_data_path`); when None, the HF `*_dataset`/`*_split` is
         loaded. seed: orders the training stream. eval_limit: keep the first rows of the eval set. category_field: row
         key giving `Problem.category` ('all' when absent). bad_rows: 'error' raises DataError at the first bad row,
         'skip' skips and counts them (`hacrl_exp.tasks.rows`). grader: a shared Grader; otherwise one is built
-        from the `grader_*` settings and owned here. Data is read on first use."""
+        from the `grader_*` settings and owned here. reward: 'math_verify' (the one grader's `math` rule) or 'verl' (the
+        paper's reward: verl's string-normalised match against the answer as written). Data is read on first use."""
         if not isinstance(seed, int) or seed < 0:
             raise ValueError(f"MathTask seed={seed!r} must be an integer >= 0.")
         if eval_limit is not None and eval_limit < 1:
             raise ValueError(f"MathTask eval_limit={eval_limit!r} must be >= 1, or None for the whole eval set.")
+        if reward not in REWARDS:
+            raise ValueError(f"MathTask reward={reward!r} is unknown; use one of {list(REWARDS)}.")
         self.name = name
         self.seed = seed
         self.eval_limit = eval_limit
         self.category_field = category_field
+        self.compare = resolve_compare(reward)
+        """The grader's comparison rule for rewards and in-training evaluation: 'math' or 'verl' (task.reward)."""
         self.bad_rows = BadRows(bad_rows, hint=_SKIP_HINT)
         """The bad-row policy; with bad_rows='skip' it counts skipped rows by reason as the data loads."""
         self._train_src = self._source(train_path, data_dir, train_dataset, train_split)
@@ -192,7 +205,11 @@ class MathTask:
             answer=normalize_gold(fields["answer"]),
             category="all" if category is None or str(category) == "" else str(category),
             solution=solution if isinstance(solution, str) else None,
-            meta={**{k: v for k, v in row.items() if k not in _CORE}, "problem_text": fields["problem"]},
+            meta={
+                **{k: v for k, v in row.items() if k not in _CORE},
+                "answer_raw": row.get("answer_raw", fields["answer"]),  # as evaluation.data keeps it; for reward=verl
+                "problem_text": fields["problem"],
+            },
         )
 
     @cached_property
@@ -257,11 +274,13 @@ class MathTask:
     def grade(self, responses: Sequence[str], problems: Sequence[Problem]) -> list[Grade]:
         """Reward of each response's last `\\boxed{}` against its problem's answer, with the forms its prompt asks for:
         `Grader.grade` with the same extractor, comparison and question as the math benchmarks (evaluation/_math.yaml
-        via `hacrl_exp.evaluation.runner.grade_responses`), so a reward equals the evaluation verdict."""
+        via `hacrl_exp.evaluation.runner.grade_responses`), so a reward equals the evaluation verdict. With
+        reward='verl' the comparison is verl's, against the answer as written (`gold_answer`)."""
         if len(responses) != len(problems):
             raise ValueError(f"grade got {len(responses)} responses, {len(problems)} problems; pass one per response.")
-        golds, questions = [p.answer for p in problems], [question_text(p) for p in problems]
-        return self.grader.grade(responses, golds, extractor=EXTRACTOR, compare=COMPARE, questions=questions)
+        golds = [gold_answer(p, self.compare) for p in problems]
+        questions = [question_text(p) for p in problems]
+        return self.grader.grade(responses, golds, extractor=EXTRACTOR, compare=self.compare, questions=questions)
 
     def close(self) -> None:
         """Stop the grader's worker processes if this task created the grader."""
