@@ -241,13 +241,14 @@ class MathTask:
         return self._perms[epoch]
 
     def train_problems(self, step: int, n: int) -> list[Problem]:
-        """Problems step*n .. step*n+n-1 of an endless stream: epoch e is the train set in a (seed, e)-seeded random
-        order, so the batch is a pure function of (seed, step, n) and a resumed run sees the same prompts."""
-        if step < 0 or n < 1:
-            raise ValueError(f"train_problems needs step >= 0 and n >= 1; got step={step}, n={n}.")
+        """Problems (step−1)·n .. step·n−1 of an endless stream (training steps count from 1): epoch e is the train
+        set in a (seed, e)-seeded random order, so every problem is drawn once per epoch, and the batch is a pure
+        function of (seed, step, n): a resumed run sees the same prompts."""
+        if step < 1 or n < 1:
+            raise ValueError(f"train_problems needs step >= 1 (steps count from 1) and n >= 1; got step={step}, n={n}.")
         size = len(self.train_set)
         out = []
-        for g in range(step * n, step * n + n):
+        for g in range((step - 1) * n, step * n):
             epoch, pos = divmod(g, size)
             out.append(self.train_set[int(self._perm(epoch)[pos])])
         return out

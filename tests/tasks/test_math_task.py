@@ -66,15 +66,25 @@ def test_prompt_suffix_categories_and_fields(files, grader):
 def test_train_stream_is_a_pure_function_of_seed_and_step(files, grader):
     a, b = MathTask(*files, seed=7, grader=grader), MathTask(*files, seed=7, grader=grader)
     ids = lambda probs: [p.id for p in probs]  # noqa: E731
-    later_first = [ids(b.train_problems(s, 4)) for s in (9, 2, 0)]
-    assert later_first == [ids(a.train_problems(s, 4)) for s in (9, 2, 0)]
+    later_first = [ids(b.train_problems(s, 4)) for s in (9, 2, 1)]
+    assert later_first == [ids(a.train_problems(s, 4)) for s in (9, 2, 1)]
     assert ids(a.train_problems(2, 4)) == ids(a.train_problems(2, 4))
-    stream = [i for s in range(5) for i in ids(a.train_problems(s, 4))]  # 20 = two epochs of 10
+    stream = [i for s in range(1, 6) for i in ids(a.train_problems(s, 4))]  # 20 = two epochs of 10, from step 1
     assert sorted(stream[:10]) == sorted(stream[10:]) == sorted(f"p{i}" for i in range(10))
     assert stream[:10] != stream[10:]  # each epoch has its own order
-    assert ids(MathTask(*files, seed=8, grader=grader).train_problems(0, 10)) != stream[:10]
-    with pytest.raises(ValueError, match="step >= 0"):
-        a.train_problems(-1, 4)
+    assert ids(MathTask(*files, seed=8, grader=grader).train_problems(1, 10)) != stream[:10]
+    with pytest.raises(ValueError, match="step >= 1"):
+        a.train_problems(0, 4)  # the loop's steps count from 1: step 0 would skip the first n problems of epoch 0
+
+
+def test_every_problem_is_drawn_once_per_epoch_from_the_first_step(files, grader):
+    """The training loop calls train_problems(step, n) with step = 1, 2, …: the first ⌈size/n⌉ steps cover the
+    whole train set, with no problem skipped or repeated inside an epoch (issue 17: an off-by-one lost n problems)."""
+    task = MathTask(*files, seed=3, grader=grader)
+    size = len(task.train_set)
+    for n in (1, 2, 5, 10):
+        first_epoch = [p.id for step in range(1, size // n + 1) for p in task.train_problems(step, n)]
+        assert sorted(first_epoch) == sorted(p.id for p in task.train_set), n
 
 
 def test_eval_limit_and_grade(files, grader):
@@ -106,7 +116,7 @@ def test_bad_row_names_file_and_line(tmp_path, grader, kind):
     bad, message = BAD_ROWS[kind]
     path = write(tmp_path / "bad.jsonl", [row(0), row(1), bad, row(3)])
     with pytest.raises(DataError) as err:
-        MathTask(path, path, grader=grader).train_problems(0, 1)
+        MathTask(path, path, grader=grader).train_problems(1, 1)
     assert f"{path}:3: " in str(err.value)
     assert message in str(err.value)
     assert "task.bad_rows=skip" in str(err.value)
@@ -129,7 +139,7 @@ def test_missing_ids_and_numbers(tmp_path, grader):
 def test_empty_file(tmp_path, grader):
     path = write(tmp_path / "empty.jsonl", [])
     with pytest.raises(DataError, match="no usable rows"):
-        MathTask(path, grader=grader).train_problems(0, 1)
+        MathTask(path, grader=grader).train_problems(1, 1)
 
 
 def test_resolve_data_path(files, tmp_path, monkeypatch):
@@ -153,12 +163,12 @@ def test_hub_loading_fails_clearly_offline(monkeypatch, grader):
     task = MathTask(train_dataset="hacrl-test/no-such-dataset", grader=grader)
     if importlib.util.find_spec("datasets") is None:
         with pytest.raises(ImportError, match="pip install datasets"):
-            task.train_problems(0, 1)
+            task.train_problems(1, 1)
     else:
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")
         monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
         with pytest.raises(DataError, match="no-such-dataset"):
-            task.train_problems(0, 1)
+            task.train_problems(1, 1)
 
 
 # --- the shared benchmark files (skipped when absent) -------------------------------------------------------------
