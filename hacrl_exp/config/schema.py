@@ -300,6 +300,21 @@ class MechanismsConfig:
 
 
 @dataclass
+class ClusterConfig:
+    """The GPUs a run may use, for the resource planner (`python -m hacrl_exp.plan`, hacrl_exp.agents.memory_plan)."""
+
+    gpus: Optional[int] = field(default=None, metadata=rng(0, 1_000_000))
+    """GPUs available to the run, all nodes together; null: the GPUs visible to this process."""
+    gpu_memory_gb: Optional[float] = field(default=None, metadata=rng(0, 1_000_000, low_open=True))
+    """Memory of each GPU as vendors quote it, read as GiB (80 for an H100, 141 for an H200); null: the smallest
+    visible GPU's."""
+    headroom_gb: float = field(default=4.0, metadata=rng(0, 1_000_000))
+    """GiB of each GPU that tensors cannot use: CUDA context, NCCL buffers, allocator fragmentation."""
+    cpu_memory_gb: Optional[float] = field(default=None, metadata=rng(0, 1_000_000_000, low_open=True))
+    """Host RAM (GiB, all nodes together) that CPU offload may fill; null: not checked."""
+
+
+@dataclass
 class Config:
     seed: int = field(default=0, metadata=rng(0, SEED_MAX))
     agents: AgentsConfig = field(default_factory=AgentsConfig)
@@ -312,6 +327,8 @@ class Config:
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     executor: ExecutorConfig = field(default_factory=ExecutorConfig)
     """Where the agents run: in this process or as Ray actors (conf/executor)."""
+    cluster: ClusterConfig = field(default_factory=ClusterConfig)
+    """The GPUs the resource planner places the agents on (conf/cluster)."""
     extra: Dict[str, Any] = field(default_factory=dict)
     """Free-form notes and tags; logged, never read."""
     trial: SweepTrialConfig = field(default_factory=SweepTrialConfig)

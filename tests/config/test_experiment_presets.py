@@ -12,6 +12,7 @@ PAPER = {  # preset: (models, α, δ, δ_step) from hacpo-spec §4 and Table 5 (
     "paper_qwen3_1p7b_4b": (["Qwen/Qwen3-1.7B-Base", "Qwen/Qwen3-4B-Base"], 1.0, 0.2, 0.025),
     "paper_qwen3_4b_llama3p2_3b": (["Qwen/Qwen3-4B-Base", "meta-llama/Llama-3.2-3B-Instruct"], 1.0, 0.2, 0.025),
     "paper_qwen3_4b_4b_instruct": (["Qwen/Qwen3-4B", "Qwen/Qwen3-4B-Instruct-2507"], 3.0, 0.2, 0.01),
+    "paper_qwen3_4b_8b": (["Qwen/Qwen3-4B-Base", "Qwen/Qwen3-8B-Base"], 3.0, 0.2, 0.025),
     "three_way": (
         ["Qwen/Qwen3-1.7B-Base", "Qwen/Qwen3-4B-Base", "meta-llama/Llama-3.2-3B-Instruct"],
         1.0,
