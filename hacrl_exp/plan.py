@@ -1,0 +1,102 @@
+"""`python -m hacrl_exp.plan [overrides]`: will this config fit these GPUs? Memory per agent and a placement.
+
+    python -m hacrl_exp.plan experiment=paper_qwen3_4b_8b cluster.gpus=8 cluster.gpu_memory_gb=80
+
+The overrides compose exactly as for `python -m hacrl_exp.run`; nothing loads but each model's config.json (a
+local file or the planner's built-in table). Prints a table per agent and the placement (agents.memory_plan),
+exit code 0 when it fits; otherwise one line with the reason and the smallest changes that would fit, exit code 2.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from hacrl_exp.agents.memory_plan import GIB, AgentMemory, Plan, plan
+from hacrl_exp.algo import ALGORITHMS
+from hacrl_exp.config.preflight import preflight
+from hacrl_exp.config.schema import Config
+from hacrl_exp.errors import ConfigError, exit_on_bad_input
+
+
+def cluster_size(config: Config) -> tuple[int, float]:
+    """(GPUs, GiB each) from cluster.*, null values read from this machine's visible GPUs."""
+    gpus, memory = config.cluster.gpus, config.cluster.gpu_memory_gb
+    if gpus is None or memory is None:
+        import torch
+
+        visible = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if visible == 0:
+            raise ConfigError(
+                "cluster.gpus / cluster.gpu_memory_gb are null and no GPU is visible; give the cluster to plan for, "
+                "e.g. cluster.gpus=8 cluster.gpu_memory_gb=80"
+            )
+        gpus = visible if gpus is None else gpus
+        smallest = min(torch.cuda.get_device_properties(i).total_memory for i in range(visible))
+        memory = smallest / GIB if memory is None else memory
+    return gpus, memory
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:,.2f}"
+
+
+def agent_table(mem: AgentMemory) -> Table:
+    """The memory of one agent, unsharded, in GiB."""
+    s, w = mem.shape, mem.work
+    table = Table(title=f"{mem.name}: {s.params / 1e9:.3f} B parameters ({s.source})", title_justify="left")
+    table.add_column("part")
+    table.add_column("GiB", justify="right")
+    table.add_column("how")
+    ckpt = "configured" if mem.checkpointing else "not configured"
+    rows = [
+        ("weights", mem.weights, f"{mem.params:,} × {mem.param_dtype}"),
+        ("gradients", mem.grads, f"{mem.trainable:,} trainable" + (" (LoRA adapters, fp32)" if mem.lora else "")),
+        ("master copy", mem.master, f"fp32 copy of the trainable weights ({mem.master_dtype})"),
+        ("AdamW state", mem.optimizer, "two moments + a step scalar per tensor"),
+        ("reference", mem.reference, "KL reference (algorithm.kl_coef > 0)"),
+        ("activations", mem.activations, f"micro-batch {w.micro_batch} × {w.seq_len} tokens, no checkpointing"),
+        ("activations (ckpt)", mem.activations_checkpointed, f"with gradient checkpointing ({ckpt})"),
+        ("logits", mem.logits, f"{w.micro_batch} × {w.seq_len} × {s.vocab:,} vocab × 4 bytes"),
+        ("gathered units", mem.gathered, "embeddings/head + 2 layers an FSDP rank gathers (W > 1 or offload)"),
+        ("vLLM weights", mem.vllm_weights, "when rollout=vllm (split over W by tensor parallelism)"),
+    ]
+    for part, size, how in rows:
+        table.add_row(part, _gib(size), how)
+    table.add_row("KV per token", f"{mem.kv_per_token / 2**10:,.0f} KiB", f"2 × {s.layers} layers × {s.kv_dim} × dtype")
+    return table
+
+
+def placement_table(result: Plan) -> Table:
+    usable = result.usable_bytes / GIB
+    table = Table(title=f"placement on {result.gpus} × {result.gpu_bytes / GIB:.0f} GiB ({usable:.0f} usable)")
+    for column in ("agent", "W", "offload", "GPUs", "update peak/GPU", "rollout peak/GPU", "host RAM"):
+        table.add_column(column, justify="left" if column in ("agent", "GPUs") else "right")
+    for p in result.placements:
+        gpus = f"{p.gpus[0]}-{p.gpus[-1]}" if len(p.gpus) > 1 else str(p.gpus[0])
+        table.add_row(
+            p.name, str(p.world), "on" if p.offload else "off", gpus,
+            _gib(p.update_peak), _gib(p.rollout_peak), _gib(p.host_bytes),
+        )  # fmt: skip
+    return table
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    with exit_on_bad_input(ConfigError):
+        config = preflight(argv, "config")
+        gpus, memory = cluster_size(config)
+        result = plan(config, gpus, memory, ALGORITHMS[config.algorithm.name].rollout_multiplier)
+        console = Console(width=120)
+        for mem in result.memories:
+            console.print(agent_table(mem))
+        if not result.fits:
+            raise ConfigError(result.line())
+        console.print(placement_table(result))
+        console.print(result.line())
+
+
+if __name__ == "__main__":
+    main()
