@@ -1,0 +1,104 @@
+"""The resource planner: its exact parts equal what the tiny agents allocate; the paper's pairs place as documented."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from hacrl_exp.agents.devices import MIB, resident_memory
+from hacrl_exp.agents.factory import make_agents
+from hacrl_exp.agents.memory_plan import GIB, estimate, estimate_agent, lora_params, plan, workload
+from hacrl_exp.agents.model_shapes import KNOWN_MODELS, agent_shape, shape_from_hf_config
+from hacrl_exp.config.preflight import preflight
+from hacrl_exp.errors import ConfigError
+from hacrl_exp.plan import main as plan_main
+from hacrl_exp.tasks import build_task
+
+NO_WARM_START = ["agents.members.opt_char.warm_start.steps=0", "agents.members.gpt2_bpe.warm_start.steps=0"]
+
+
+def one_update(agent) -> None:
+    """Materialise gradients and AdamW state, as after a training step."""
+    ids = torch.tensor([[1, 3, 4, 5, 6]])
+    agent.model(input_ids=ids, labels=ids).loss.backward()
+    agent.optimizer.step()
+
+
+@pytest.mark.parametrize("kl", [0.0, 0.001])
+def test_exact_parts_equal_the_tiny_agents_allocation(kl, tmp_path):
+    config = preflight([*NO_WARM_START, f"algorithm.kl_coef={kl}", f"trainer.cache_dir={tmp_path}"])
+    agents = make_agents(config, build_task(config.task), device=torch.device("cpu"))
+    for agent in agents:
+        one_update(agent)
+        measured = resident_memory(agent.model, agent.optimizer, agent.reference)
+        cfg = config.agents.members[agent.name]
+        shape = agent_shape(agent.name, cfg, vocab=len(agent.tokenizer))
+        assert shape == shape_from_hf_config(agent.model.config, source=shape.source)
+        mem = estimate_agent(agent.name, cfg, shape, workload(config, cfg, shape), dtype="float32")
+        assert mem.params == sum(p.numel() for p in agent.model.parameters())
+        assert mem.trainable == measured["memory/trainable_params"]
+        assert shape.tensors == len(list(agent.model.parameters()))
+        assert mem.weights == measured["memory/params_mib"] * MIB
+        assert mem.grads == measured["memory/grads_mib"] * MIB
+        assert mem.optimizer == measured["memory/optimizer_mib"] * MIB  # two moments + one step scalar per tensor
+        assert mem.reference == measured["memory/reference_mib"] * MIB
+        assert mem.master == 0  # float32 weights are the master
+
+
+def test_known_models_match_their_model_cards():
+    billions = {name: shape_from_hf_config(c).params / 1e9 for name, c in KNOWN_MODELS.items()}
+    assert round(billions["Qwen/Qwen3-8B-Base"], 2) == 8.19 and round(billions["Qwen/Qwen3-4B-Base"], 2) == 4.02
+    assert round(billions["Qwen/Qwen3-1.7B-Base"], 2) == 1.72
+    assert round(billions["meta-llama/Llama-3.2-3B-Instruct"], 2) == 3.21
+
+
+def test_mixed_precision_is_16_bytes_per_parameter_and_lora_trains_only_adapters():
+    config = preflight(["experiment=paper_qwen3_4b_8b"])
+    big = {m.name: m for m in estimate(config)}["qwen3_8b"]
+    assert big.weights + big.grads + big.master == 8 * big.params
+    assert big.optimizer - 8 * big.params == 4 * big.shape.tensors
+    assert big.logits == 8 * 5120 * 151936 * 4 and big.kv_per_token == 2 * 36 * 8 * 128 * 2
+    adapters, tensors = lora_params(big.shape, 16, ["q_proj", "v_proj"])
+    assert adapters == 36 * 16 * ((4096 + 4096) + (4096 + 1024)) and tensors == 36 * 4
+
+
+def test_paper_pair_fits_eight_80gb_gpus_and_not_one():
+    config = preflight(["experiment=paper_qwen3_4b_8b"])
+    fits = plan(config, 8, 80)
+    assert fits.fits and sum(p.world for p in fits.placements) <= 8
+    gpus = [g for p in fits.placements for g in p.gpus]
+    assert len(gpus) == len(set(gpus))  # disjoint
+    for p in fits.placements:
+        assert max(p.update_peak, p.rollout_peak) <= fits.usable_bytes
+    one = plan(config, 1, 80)
+    assert not one.fits and "cluster.gpus=" in one.line() and "\n" not in one.line()
+
+
+def test_suggestions_each_fit():
+    config = preflight(["experiment=paper_qwen3_4b_8b", "rollout.max_batch_size=256"])
+    result = plan(config, 8, 80)
+    assert not result.fits and result.changes
+    for change in result.changes:
+        key, value = change.split(" ")[0].split("=")
+        if key.startswith("cluster."):
+            gpus, gb = (int(value), 80) if key == "cluster.gpus" else (8, float(value))
+            assert plan(config, gpus, gb).fits
+        else:
+            assert plan(
+                preflight(["experiment=paper_qwen3_4b_8b", "rollout.max_batch_size=256", *change.split()]), 8, 80
+            ).fits
+
+
+def test_entry_point_exit_codes(capsys):
+    plan_main(["experiment=paper_qwen3_4b_8b", "cluster.gpus=8", "cluster.gpu_memory_gb=80"])
+    assert "fits on 8 × 80 GiB" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as stop:
+        plan_main(["experiment=paper_qwen3_4b_8b", "cluster.gpus=1", "cluster.gpu_memory_gb=80"])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and err.startswith("ConfigError: does not fit") and "\n" not in err
+
+
+def test_unknown_pretrained_model_is_one_line():
+    with pytest.raises(ConfigError, match="agents.members.qwen3_4b.model.path='nobody/none'"):
+        estimate(preflight(["experiment=paper_qwen3_4b_8b", "agents.members.qwen3_4b.model.path=nobody/none"]))
+    assert GIB == 2**30
