@@ -62,12 +62,12 @@ def test_mlflow_parent_and_agent_runs(tmp_path):
     assert parent.data.tags["grid"] == child.data.tags["grid"] == "smoke"
     # names, tags and provenance (docs/tracking.md)
     assert parent.info.run_name == "hacpo-opt_char+gpt2_bpe-s0" and child.info.run_name == "opt_char"
-    for run in (parent, child):
-        tags = run.data.tags
+    for mlrun in (parent, child):
+        tags = mlrun.data.tags
         assert tags["method"] == "hacpo" and tags["seed"] == "0" and tags["task"] == "arithmetic"
         assert tags["agents"] == "opt_char+gpt2_bpe" and tags["mlflow.source.name"]
         assert len(tags["mlflow.source.git.commit"]) == 40 and tags["git_dirty"] in ("true", "false")
-        assert [d.dataset.name for d in run.inputs.dataset_inputs] == ["arithmetic/eval"]
+        assert [d.dataset.name for d in mlrun.inputs.dataset_inputs] == ["arithmetic/eval"]
     experiment = client.get_experiment(parent.info.experiment_id)
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
     assert "rollout.vllm.gpu_memory_utilization" not in parent.data.params  # rollout=hf: vllm settings pruned
