@@ -14,6 +14,7 @@ import json
 import logging
 import subprocess
 import sys
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -75,8 +76,9 @@ def problems_dataset(name: str, problems: Sequence, source: str):
     ]
     frame = pd.DataFrame(rows, columns=["id", "category", "prompt", "answer"])
     digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16]
-    dataset = mlflow.data.from_pandas(frame, source=source, name=name, digest=digest)
-    return dataset
+    with warnings.catch_warnings():  # a plain path or label matches two local source kinds; either is right
+        warnings.simplefilter("ignore", UserWarning)
+        return mlflow.data.from_pandas(frame, source=source, name=name, digest=digest)
 
 
 def log_datasets(client, run_ids: Sequence[str], datasets: Sequence[tuple[object, str]]) -> None:
