@@ -70,7 +70,7 @@ def page_errors(page) -> list[str]:
 
 def shoot(page, url: str, path: Path, wait_for: str | None = None, settle_s: float = 4.0) -> list[str]:
     """Open url, wait for the app to render, save a full-page PNG; returns the errors seen."""
-    page.goto(url, wait_until="networkidle")
+    page.goto(url, wait_until="load")  # the UI polls running runs: "networkidle" may never come
     if wait_for:
         try:
             page.wait_for_selector(wait_for, timeout=20_000)
