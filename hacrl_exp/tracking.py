@@ -26,7 +26,8 @@ from typing import Any
 
 from hacrl_exp.config.schema import TrackingConfig
 from hacrl_exp.faults import crash_point
-from hacrl_exp.tracking_store import check_store, default_uri  # noqa: F401 - check_store is part of this API
+from hacrl_exp.tracking_names import EXPERIMENT_KIND, EXPERIMENT_NOTE
+from hacrl_exp.tracking_store import artifact_location, check_store, default_uri  # noqa: F401 - check_store: API
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +69,18 @@ class NullTracker:
     def log_artifacts(self, folder: Path, artifact_path: str, agent: str | None = None) -> None: ...
     def log_file(self, path: Path, agent: str | None = None, artifact_path: str | None = None) -> None: ...
     def set_tags(self, tags: dict[str, str]) -> None: ...
+    def log_datasets(self, datasets: list) -> None: ...
+    def log_summary(self, metrics: dict[str, float], step: int) -> None: ...
+    def log_model(self, folder: Path, agent: str, registered_name=None, artifact_path: str = "model") -> None: ...
     def close(self, status: str = "FINISHED") -> None: ...
 
 
 class MlflowTracker:
-    """Parent + per-agent child runs in one experiment. Pass `run_ids` to continue a resumed run."""
+    """Parent + per-agent child runs in one experiment. Pass `run_ids` to continue a resumed run.
+
+    name: the parent run's name (children are named after their agent); tags go on every run, `source` (MLflow's
+    system tags: git commit, entry point, user) too. With tracking.system_metrics, MLflow's sampler logs CPU, memory
+    (and GPU) use to the parent run."""
 
     def __init__(
         self,
@@ -81,6 +89,8 @@ class MlflowTracker:
         agents: list[str],
         tags: dict[str, str],
         run_ids: dict[str, str] | None = None,
+        name: str | None = None,
+        source: dict[str, str] | None = None,
     ) -> None:
         import mlflow
         from mlflow.tracking import MlflowClient
@@ -92,24 +102,26 @@ class MlflowTracker:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(self.uri)
-        experiment = self.client.get_experiment_by_name(cfg.experiment)
-        experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(cfg.experiment)
+        experiment_id = self._experiment(cfg.experiment)
         self.pending: dict[str, list] = {}
         self.logged: dict[str, dict[str, int]] = {}
+        self.system_metrics = None
         if run_ids:  # resume: continue the same runs instead of making new ones
             self.run_ids = dict(run_ids)
             for run_id in self.run_ids.values():
                 self.client.update_run(run_id, status="RUNNING")
                 self.logged[run_id] = self._last_steps(run_id)
+            self._start_system_metrics(cfg, resume=True)
             return
-        parent = self.client.create_run(experiment_id, run_name=cfg.run_name, tags={**tags, "role": "parent"})
+        tags = {**tags, **(source or {})}
+        parent = self.client.create_run(experiment_id, run_name=name or cfg.run_name, tags={**tags, "role": "parent"})
         self.run_ids = {"": parent.info.run_id}
         safe = {k: v[:6000] for k, v in flatten(redact_secrets(params)).items() if not is_secret(k)}
         self._log_params(parent.info.run_id, safe)
         for name in agents:
             child = self.client.create_run(
                 experiment_id,
-                run_name=f"{cfg.run_name or parent.info.run_name}/{name}",
+                run_name=name,
                 tags={**tags, "agent": name, "role": "agent", "mlflow.parentRunId": parent.info.run_id},
             )
             self.run_ids[name] = child.info.run_id
@@ -122,6 +134,34 @@ class MlflowTracker:
                 }
             )
             self._log_params(child.info.run_id, agent_params)
+        self._start_system_metrics(cfg, resume=False)
+
+    def _experiment(self, name: str) -> str:
+        """The experiment's id, created if new (artifacts beside a sqlite store), tagged as model development (so
+        MLflow 3's UI opens on its runs, not on GenAI traces) and described, unless it already has a description."""
+        found = self.client.get_experiment_by_name(name)
+        if found is None:
+            experiment_id = self.client.create_experiment(name, artifact_location=artifact_location(self.uri))
+            found_tags: dict[str, str] = {}
+        else:
+            experiment_id, found_tags = found.experiment_id, found.tags
+        if found_tags.get("mlflow.experimentKind") != EXPERIMENT_KIND:
+            self.client.set_experiment_tag(experiment_id, "mlflow.experimentKind", EXPERIMENT_KIND)
+        if "mlflow.note.content" not in found_tags:
+            self.client.set_experiment_tag(experiment_id, "mlflow.note.content", EXPERIMENT_NOTE)
+        return experiment_id
+
+    def _start_system_metrics(self, cfg: TrackingConfig, resume: bool) -> None:
+        """MLflow's own sampler of CPU, memory, disk, network (and GPU) use, logged to the parent run."""
+        if not cfg.system_metrics:
+            return
+        from mlflow.system_metrics.system_metrics_monitor import SystemMetricsMonitor
+
+        self.system_metrics = SystemMetricsMonitor(
+            self.run_ids[""], sampling_interval=cfg.system_metrics_interval_s, resume_logging=resume,
+            tracking_uri=self.uri,
+        )  # fmt: skip
+        self.system_metrics.start()
 
     def _log_params(self, run_id: str, params: dict[str, str]) -> None:
         from mlflow.entities import Param
@@ -206,8 +246,36 @@ class MlflowTracker:
             for key, value in tags.items():
                 self._write(partial(self.client.set_tag, run_id, key, value), f"tag {key}")
 
+    def log_datasets(self, datasets: list) -> None:
+        """Log (mlflow dataset, context) pairs as inputs of every run of the job (tracking_provenance)."""
+        from hacrl_exp.tracking_provenance import log_datasets
+
+        run_ids = list(self.run_ids.values())
+        self._write(lambda: log_datasets(self.client, run_ids, datasets), "datasets")
+
+    def log_summary(self, metrics: dict[str, float], step: int) -> None:
+        """Log the job's `final/*` summary on the parent run now (docs/metrics.md)."""
+        self.log(step, metrics)
+        self.flush()
+
+    def log_model(
+        self, folder: Path, agent: str, registered_name: str | None = None, artifact_path: str = "model"
+    ) -> None:
+        """Log an agent's save_pretrained folder as an MLflow transformers model of its run (registered as
+        `<registered_name>-<agent>` when set); a failure is a warning, the files stay in the run folder."""
+        from hacrl_exp.tracking_provenance import log_agent_model
+
+        run_id, registered = self.run_ids[agent], registered_name and f"{registered_name}-{agent}"
+        try:
+            log_agent_model(self.client, run_id, folder, artifact_path, registered)
+        except Exception as exc:  # noqa: BLE001 - a model that cannot be logged must not fail a finished run
+            log.warning("could not log %s as an MLflow model (%s: %s)", folder, type(exc).__name__, exc)
+
     def close(self, status: str = "FINISHED") -> None:
         """Flush, then mark every run `status`; a store still down leaves them RUNNING, with a warning."""
+        if self.system_metrics is not None:
+            self.system_metrics.finish()
+            self.system_metrics = None
         self.flush()
         for run_id in self.run_ids.values():
             self._write(partial(self.client.set_terminated, run_id, status=status), f"status {status}")
@@ -247,8 +315,10 @@ def close_running_runs(uri: str, experiment: str, tags: dict[str, str]) -> int:
     return len(runs)
 
 
-def make_tracker(cfg: TrackingConfig, params: dict, agents: list[str], tags: dict, run_ids=None):
+def make_tracker(
+    cfg: TrackingConfig, params: dict, agents: list[str], tags: dict, run_ids=None, name=None, source=None
+):
     """An MlflowTracker, or a NullTracker with tracking.backend=none."""
     if cfg.backend == "none":
         return NullTracker()
-    return MlflowTracker(cfg, params, agents, tags, run_ids)
+    return MlflowTracker(cfg, params, agents, tags, run_ids, name, source)

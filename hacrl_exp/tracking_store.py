@@ -23,6 +23,15 @@ def default_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
+def artifact_location(uri: str) -> str | None:
+    """Where a new experiment of a sqlite store keeps artifacts: `mlruns/` beside the database file (MLflow's own
+    default is ./mlruns in the current folder, which scatters run folders wherever a job was launched); None for
+    other stores (a server decides)."""
+    if not uri.startswith("sqlite:///"):
+        return None
+    return (Path(uri[len("sqlite:///") :]).resolve().parent / "mlruns").as_uri()
+
+
 def store_source(cfg: TrackingConfig) -> str:
     """The setting the store's URI comes from, for error messages."""
     if cfg.uri:

@@ -1,6 +1,7 @@
 """Test-wide settings: offline hub, quiet progress bars, and caches/stores in temporary folders."""
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -42,3 +43,33 @@ def grader():
     with Grader(timeout_s=5.0, workers=1) as g:
         g.start()
         yield g
+
+
+REPO = Path(__file__).resolve().parents[1]
+IGNORED_PARTS = {".pytest_cache", "__pycache__", ".hypothesis", ".venv", ".ci-venv", ".ruff_cache"}
+
+
+def checkout_files() -> set[str] | None:
+    """Untracked and ignored paths of the checkout (git's view), without caches; None outside git."""
+    try:
+        out = subprocess.run(
+            ["git", "status", "--porcelain", "--ignored", "--untracked-files=all"],
+            capture_output=True, text=True, cwd=REPO, timeout=60,
+        )  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if out.returncode != 0:
+        return None
+    paths = {line[3:] for line in out.stdout.splitlines() if line[:2] in ("??", "!!")}
+    return {p for p in paths if not IGNORED_PARTS & set(Path(p).parts) and ".egg-info" not in p}
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _checkout_unchanged():
+    """Tests write only to temporary folders: fail the session when the checkout gained files (outputs/, mlruns/,
+    mlflow.db, multirun/, ...) while it ran."""
+    before = checkout_files()
+    yield
+    after = checkout_files()
+    if before is not None and after is not None and (new := sorted(after - before)):
+        pytest.fail(f"the test session wrote into the checkout {REPO}: {new[:20]}; write under tmp_path instead")

@@ -237,11 +237,21 @@ class TrackingConfig:
     """Tracking URI; default $MLFLOW_TRACKING_URI, else sqlite:///<launch dir>/mlflow.db."""
     experiment: str = "hacrl"
     run_name: Optional[str] = None
+    """Name of the job's parent run; default `<method>-<agents>-s<seed>` (hacrl_exp.tracking_names.run_name)."""
     flush_every: int = field(default=10, metadata=rng(1, 1_000_000))
     """Write buffered metrics every N steps when trainer.checkpoint_every is 0; else at each checkpoint."""
     retry_s: float = field(default=20.0, metadata=rng(0, 3600))
     """Seconds a failed store write is retried (with backoff) before training goes on with metrics buffered."""
     log_models: bool = True
+    """Log each agent's final model as an MLflow transformers model of its run (when trainer.save_final_models)."""
+    log_every_checkpoint: bool = False
+    """Also log every checkpoint's agents as MLflow models (artifact path model_step_<N>)."""
+    register_model: Optional[str] = None
+    """Register each final model in MLflow's model registry as `<register_model>-<agent>`."""
+    system_metrics: bool = False
+    """Sample CPU, memory, disk (and GPU) use into the parent run with MLflow's system-metrics monitor."""
+    system_metrics_interval_s: float = field(default=10.0, metadata=rng(0.1, 3600))
+    """Seconds between system-metrics samples."""
     tags: Dict[str, str] = field(default_factory=dict)
     """Extra MLflow tags on every run of the job (e.g. {grid: table1}); sweeps and presets set them."""
 

@@ -34,7 +34,7 @@ from hacrl_exp.rewards import Grader
 from hacrl_exp.rewards.extract import GOLD_EXTRACTORS
 from hacrl_exp.rewards.rewrite import rewrite
 from hacrl_exp.tasks.base import Problem
-from hacrl_exp.tasks.math import DataError, question_text
+from hacrl_exp.tasks.math import DataError, gold_answer, question_text
 
 
 @dataclass
@@ -108,7 +108,7 @@ def check_gold(spec: BenchmarkSpec, problems: list[Problem], grader: Grader) -> 
     flat = [(i, c) for i, cands in enumerate(candidates) for c in cands if len(cands) == 1 or _plausible(c, usable[i])]
     grades = grader.grade_answers(
         [c for _, c in flat],
-        [usable[i].answer for i, _ in flat],
+        [gold_answer(usable[i], spec.grader) for i, _ in flat],
         compare=spec.grader,
         questions=[question_text(usable[i]) for i, _ in flat],
     )
@@ -140,7 +140,8 @@ def check_rewrites(report: GoldReport, problems: list[Problem], grader: Grader, 
     if compare == "exact":
         return
     pairs = [(p, form) for p in problems if (form := rewrite(p.meta.get("answer_raw", p.answer))) is not None]
-    grades = grader.grade_answers([form for _, form in pairs], [p.answer for p, _ in pairs], compare=compare)
+    golds = [gold_answer(p, compare) for p, _ in pairs]
+    grades = grader.grade_answers([form for _, form in pairs], golds, compare=compare)
     report.rewritten = len(pairs)
     for (problem, form), grade in zip(pairs, grades):
         if grade.reward == 1.0:

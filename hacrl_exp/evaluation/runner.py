@@ -25,7 +25,7 @@ from hacrl_exp.rewards import Grade, Grader
 from hacrl_exp.rewards.forms import compact
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks.base import Problem
-from hacrl_exp.tasks.math import question_text
+from hacrl_exp.tasks.math import gold_answer, question_text
 
 log = logging.getLogger(__name__)
 _WARNED: set[tuple[str, int]] = set()
@@ -166,8 +166,10 @@ def _run_benchmark(
             "problem_id": [p.id for p in owner],
             "category": [p.category for p in owner],
             "sample": [r % gen.samples for r in range(len(rollouts))],
+            "prompt": [p.prompt for p in owner],
             "response": rollouts.texts,
             "extracted": [g.extracted for g in grades],
+            "gold": [gold_answer(p, spec.grader) for p in owner],
             "answer": [p.answer for p in owner],
             "reward": [g.reward for g in grades],
             "reason": [g.reason for g in grades],
@@ -183,9 +185,11 @@ def grade_responses(
     grader: Grader, spec: BenchmarkSpec, responses: Sequence[str], problems: Sequence[Problem]
 ) -> list[Grade]:
     """A benchmark's verdicts: `grader.grade` with the benchmark's extractor and comparison rule, each response against
-    its problem's gold answer and text (for the forms the question asks for). The training task makes the same call
-    (`MathTask.grade`), so a reward and an evaluation verdict on the same response agree."""
-    golds, questions = [p.answer for p in problems], [question_text(p) for p in problems]
+    its problem's gold answer (`gold_answer`: the raw answer for `grader: verl`) and text (for the forms the question
+    asks for). The training task makes the same call (`MathTask.grade`), so a reward and an evaluation verdict on the
+    same response agree."""
+    golds = [gold_answer(p, spec.grader) for p in problems]
+    questions = [question_text(p) for p in problems]
     return grader.grade(responses, golds, extractor=spec.answer_extractor, compare=spec.grader, questions=questions)
 
 

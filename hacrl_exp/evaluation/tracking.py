@@ -93,4 +93,8 @@ def _experiment(client, ckpt: AgentCheckpoint, name: str) -> str:
         except Exception:  # not in this store (another URI, deleted): fall back to the named experiment
             pass
     found = client.get_experiment_by_name(name)
-    return found.experiment_id if found else client.create_experiment(name)
+    if found:
+        return found.experiment_id
+    from hacrl_exp.tracking_store import artifact_location
+
+    return client.create_experiment(name, artifact_location=artifact_location(client.tracking_uri))

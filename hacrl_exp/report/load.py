@@ -5,8 +5,10 @@ A training job is a parent run (role=parent; params = the resolved config) with 
 switched off, e.g. "GSPO×2", "HACPO", "HACPO −ω". Frames (one row per …):
     runs      agent run: run_id, parent_id, agent, seed, method, algorithm, experiment_id, …
     curves    (run_id, step, metric): eval/accuracy/*, reward/mean, rollouts_total, tokens_total, seconds
-              (seconds = the parent's cumulative time/step: training time, evaluations excluded), and the mechanism
-              metrics when a run logged them: omega/<source>, capability/p_hat, cross/<source>/in_window
+              (seconds = the parent's cumulative time/step_s: training time, evaluations excluded), and the mechanism
+              metrics when a run logged them: cross/omega, train/p_hat, cross/in_window_share. The logged keys of
+              docs/metrics.md are read (train/reward_mean → reward/mean, train/rollouts_total → rollouts_total, …);
+              runs logged before them are read through their old keys (`curve_name`).
     problems  (run_id, benchmark, problem_id): per-problem scores of the final evaluation: the trainer's greedy
               held-out answers (benchmark 'heldout', artifact eval/step_N/<agent>.jsonl) and, for runs scored with
               `python -m hacrl_exp.evaluate` (role=eval runs tagged training_agent_run_id), each benchmark's
@@ -36,16 +38,39 @@ MECHANISM_LABELS = {
 }
 """Short names of HACPO's mechanisms in method labels ("HACPO −Adv" is the paper's "HACPO − Adv")."""
 CURVE_METRICS = ("reward/mean", "rollouts_total", "tokens_total")
+"""The report's names of the training curves it reads besides eval/accuracy/* (see `curve_name`)."""
+MECHANISM_METRICS = ("cross/omega", "train/p_hat", "cross/in_window_share")
+"""The mechanism metrics the report plots, as logged since docs/metrics.md (one key per quantity in every agent's
+run; ω and the in-window share are already means over the learner's sources)."""
+CURVE_KEYS = {
+    "train/reward_mean": "reward/mean",
+    "train/rollouts_total": "rollouts_total",
+    "train/tokens_total": "tokens_total",
+    **{key: key for key in MECHANISM_METRICS},
+    # keys of runs logged before docs/metrics.md
+    "reward/mean": "reward/mean",
+    "rollouts_total": "rollouts_total",
+    "tokens_total": "tokens_total",
+    "capability/p_hat": "train/p_hat",
+}
+STEP_SECONDS = ("time/step_s", "time/step")
+"""The parent's step time: the docs/metrics.md key, then the old one."""
 
 
-def is_mechanism_metric(key: str) -> bool:
-    """The trainer's per-agent mechanism metrics the report plots: ω per source, P̂, in-window share per source."""
+def curve_name(key: str) -> str | None:
+    """The report's curve name of a logged metric key, or None when the report does not read it. Old per-source
+    keys map to the mean over sources: omega/<source> → cross/omega, cross/<source>/in_window →
+    cross/in_window_share."""
+    if key.startswith("eval/accuracy/"):
+        return key
+    if key in CURVE_KEYS:
+        return CURVE_KEYS[key]
     parts = key.split("/")
-    return (
-        (len(parts) == 2 and parts[0] == "omega")
-        or key == "capability/p_hat"
-        or (len(parts) == 3 and parts[0] == "cross" and parts[2] == "in_window")
-    )
+    if len(parts) == 2 and parts[0] == "omega":
+        return "cross/omega"
+    if len(parts) == 3 and parts[0] == "cross" and parts[2] == "in_window":
+        return "cross/in_window_share"
+    return None
 
 
 BENCHMARK_COLUMNS = ["run_id", "benchmark", "step", "value"]
@@ -169,16 +194,19 @@ def load(
 
 
 def load_curves(client, runs: pd.DataFrame) -> pd.DataFrame:
-    """(run_id, step, metric, value) for the eval/accuracy/* and CURVE_METRICS histories, plus 'seconds'."""
+    """(run_id, step, metric, value) of the curves the report reads (`curve_name`, new or old keys), plus
+    'seconds'; several old per-source keys of one step are averaged."""
     rows = []
     for run in runs.itertuples():
-        logged = client.get_run(run.run_id).data.metrics
-        keys = [k for k in logged if k.startswith("eval/accuracy/") or is_mechanism_metric(k)]
-        for key in [*keys, *CURVE_METRICS]:
-            rows += [(run.run_id, m.step, key, m.value) for m in client.get_metric_history(run.run_id, key)]
+        for key in client.get_run(run.run_id).data.metrics:
+            name = curve_name(key)
+            if name is not None:
+                rows += [(run.run_id, m.step, name, m.value) for m in client.get_metric_history(run.run_id, key)]
     seconds = []
     for parent_id in runs["parent_id"].unique():
-        history = sorted((m.step, m.value) for m in client.get_metric_history(parent_id, "time/step"))
+        logged = client.get_run(parent_id).data.metrics
+        key = next((k for k in STEP_SECONDS if k in logged), STEP_SECONDS[0])
+        history = sorted((m.step, m.value) for m in client.get_metric_history(parent_id, key))
         total = 0.0
         seconds.append((parent_id, 0, 0.0))
         for step, value in history:
@@ -188,7 +216,8 @@ def load_curves(client, runs: pd.DataFrame) -> pd.DataFrame:
     by_parent = pd.DataFrame(seconds, columns=["parent_id", "step", "value"])
     timed = runs[["run_id", "parent_id"]].merge(by_parent, on="parent_id").drop(columns="parent_id")
     frame = pd.concat([frame, timed.assign(metric="seconds")], ignore_index=True)
-    return frame.drop_duplicates(["run_id", "step", "metric"], keep="last").sort_values(["run_id", "metric", "step"])
+    frame = frame.groupby(["run_id", "step", "metric"], as_index=False)["value"].mean()  # old per-source keys
+    return frame.sort_values(["run_id", "metric", "step"]).reset_index(drop=True)
 
 
 def final_eval_step(client, run_id: str) -> int | None:

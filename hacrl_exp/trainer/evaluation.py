@@ -7,19 +7,41 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from hacrl_exp.agents.agent import Agent
+from hacrl_exp.rewards.grader import Grade
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks.base import Problem, Task
+from hacrl_exp.tasks.math import gold_answer
 
 
 def greedy_answers(agent: Agent, task: Task, problems: Sequence[Problem], max_new_tokens: int) -> list[dict]:
-    """One record per problem of the agent's greedy answer: {id, category, reward, reason}."""
+    """One record per problem of the agent's greedy answer, the columns of `python -m hacrl_exp.evaluate`'s
+    problems.parquet: {id, category, reward, reason, prompt, response, extracted, gold}."""
     prompts = [agent.prompt_ids(p.prompt) for p in problems]
     greedy = SamplingSettings(do_sample=False, temperature=0.0, max_new_tokens=max_new_tokens)
     rollouts = agent.engine.generate(prompts, 1, greedy)
     grades = task.grade(rollouts.texts, problems)
-    return [
-        {"id": p.id, "category": p.category, "reward": g.reward, "reason": g.reason} for p, g in zip(problems, grades)
-    ]
+    return [answer_record(p, text, g, task_gold(task, p)) for p, text, g in zip(problems, rollouts.texts, grades)]
+
+
+def task_gold(task: Task, problem: Problem) -> str:
+    """The gold answer the task's grader compares with (the raw answer for reward=verl, hacrl_exp.tasks.math)."""
+    compare = getattr(task, "compare", None)
+    return gold_answer(problem, compare) if compare else problem.answer
+
+
+def answer_record(problem: Problem, response: str, grade: Grade, gold: str) -> dict:
+    """One graded answer: id, category, reward, reason (the columns paired tests read), then what a reader needs to
+    see a failure: the prompt, the response, the extracted answer (None: nothing found) and the gold."""
+    return {
+        "id": problem.id,
+        "category": problem.category,
+        "reward": grade.reward,
+        "reason": grade.reason,
+        "prompt": problem.prompt,
+        "response": response,
+        "extracted": grade.extracted,
+        "gold": gold,
+    }
 
 
 def accuracy_metrics(records: Sequence[dict]) -> dict[str, float]:

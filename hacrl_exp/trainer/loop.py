@@ -31,11 +31,13 @@ from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.rows import skipped_row_metrics
 from hacrl_exp.tracking import make_tracker
+from hacrl_exp.tracking_names import applicable_params, hydra_grid, run_name, run_tags
+from hacrl_exp.tracking_provenance import problems_dataset, source_tags
 from hacrl_exp.trainer.capability import CapabilityEstimates
 from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint, write_text_atomic
 from hacrl_exp.trainer.evaluation import accuracy_metrics
 from hacrl_exp.trainer.executor import make_executor
-from hacrl_exp.trainer.metrics import MetricsLog, progress_text, run_history
+from hacrl_exp.trainer.metrics import MetricsLog, final_metrics, progress_text, run_history
 from hacrl_exp.trainer.params import learner_params
 from hacrl_exp.trainer.runfolder import RunLock, RunPlan, check_new_run_folder, config_hash, config_params, prepare_run
 from hacrl_exp.trainer.signals import StopRequests
@@ -105,25 +107,23 @@ def _train(
         torch.manual_seed(config.seed)  # the driver's; each worker samples from its own (seed, agent) stream
     log = MetricsLog(output_dir / "metrics.jsonl", truncate_after=start_step if checkpoint else None)
     params = config_params(config)  # config.json, checkpoints and MLflow params hold no secret
-    tags = {
-        **config.tracking.tags,
-        "algorithm": algo_cfg.name,
-        "seed": str(config.seed),
-        "task": config.task.name,
-        "agents": ",".join(names),
-        "output_dir": str(output_dir),
-    }
-    tracker = make_tracker(config.tracking, params, names, tags, run_ids)
+    # names, tags, the params that apply and provenance: docs/tracking.md
+    tags = {**run_tags(config, hydra_grid()), "output_dir": str(output_dir)}
+    tracker = make_tracker(
+        config.tracking, applicable_params(params), names, tags, run_ids, run_name(config), source_tags()
+    )
+    eval_set = task.eval_problems()[: trainer.eval_limit or None]
     if checkpoint is None:
         write_text_atomic(output_dir / "config.json", json.dumps(params, indent=1))
-        tracker.log_file(output_dir / "config.json")  # the resolved config, as an artifact of the parent run
+        tracker.log_file(output_dir / "config.json")  # the full resolved config, as an artifact of the parent run
+        source = getattr(task, "eval_source", None) or f"hacrl_exp.tasks:{config.task.name} (seed {config.task.seed})"
+        tracker.log_datasets([(problems_dataset(f"{config.task.name}/eval", eval_set, str(source)), "eval")])
     else:
         log.replay(tracker)  # metrics an unreachable store missed before the checkpoint (MLflow skips what it has)
 
     group = trainer.group_size * algorithm.rollout_multiplier
     rollout = config.rollout
     sampling = SamplingSettings(rollout.temperature, rollout.top_p, max_new_tokens=rollout.max_new_tokens)
-    eval_set = task.eval_problems()[: trainer.eval_limit or None]
     log.add(0, skipped_row_metrics(task) if checkpoint is None else {}, None, tracker)  # task.bad_rows=skip report
     evals: dict[int, dict[str, dict[str, float]]] = {}
 
@@ -144,7 +144,10 @@ def _train(
         state = {"counters": counters, "run_ids": tracker.run_ids, "capability": capability.state_dict()}
         state.update(config=params, config_hash=config_hash(params), tracking_uri=getattr(tracker, "uri", None))
         log.flush(tracker)  # metrics up to this step are durable before the checkpoint names it
-        save_checkpoint(output_dir / "checkpoints", step, workers.save, state, trainer.keep_checkpoints)
+        saved = save_checkpoint(output_dir / "checkpoints", step, workers.save, state, trainer.keep_checkpoints)
+        if config.tracking.log_every_checkpoint:
+            for name in names:
+                tracker.log_model(saved / "agents" / name, name, artifact_path=f"model_step_{step:06d}")
 
     if checkpoint is None:
         evaluate(0)
@@ -239,7 +242,9 @@ def _train(
         how = f"{signal.Signals(stop.signum).name} at step {last_step}: checkpoint written"
         raise RunInterrupted(f"{how}; resume with trainer.resume={output_dir}", stop.exit_code)
     log.flush(tracker)
-    history, seconds_per_step = run_history(output_dir / "metrics.jsonl")  # the whole run, over every resume
+    history, seconds_per_step, seconds_total = run_history(output_dir / "metrics.jsonl")  # over every resume
+    if finished:
+        tracker.log_summary(final_metrics(history, counters, seconds_total), last_step)
     summary = {
         "steps_run": len(step_times),
         "last_step": last_step,
@@ -253,8 +258,8 @@ def _train(
     write_text_atomic(output_dir / "summary.json", json.dumps(summary, indent=1))
     if finished and trainer.save_final_models and config.tracking.log_models:
         final = find_checkpoint(output_dir)
-        for name in names:
-            tracker.log_artifacts(final / "agents" / name, "model", name)
+        for name in names:  # an MLflow transformers model per agent, registered with tracking.register_model
+            tracker.log_model(final / "agents" / name, name, config.tracking.register_model)
     if stopped_early is not None:
         tracker.set_tags({"stopped_early": str(stopped_early)})
     tracker.close("FINISHED" if finished or stopped_early is not None else "KILLED")

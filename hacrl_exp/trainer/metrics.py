@@ -56,9 +56,9 @@ def read_metrics(path: Path) -> list[dict]:
     return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
 
 
-def run_history(path: Path) -> tuple[dict[int, dict[str, dict[str, float]]], float]:
+def run_history(path: Path) -> tuple[dict[int, dict[str, dict[str, float]]], float, float]:
     """From a run's durable metrics, over every resume: {step: {agent: {accuracy/...: value}}} of its held-out
-    evaluations, and the mean seconds per training step."""
+    evaluations, the mean seconds per training step and the total training seconds."""
     evals: dict[int, dict[str, dict[str, float]]] = {}
     times = []
     for row in read_metrics(path) if Path(path).exists() else []:
@@ -67,7 +67,32 @@ def run_history(path: Path) -> tuple[dict[int, dict[str, dict[str, float]]], flo
             evals.setdefault(row["step"], {})[row["agent"]] = accuracy
         if "time/step_s" in row or "time/step" in row:  # time/step: runs before the metric keys of docs/metrics.md
             times.append(row.get("time/step_s", row.get("time/step")))
-    return dict(sorted(evals.items())), sum(times) / max(len(times), 1)
+    return dict(sorted(evals.items())), sum(times) / max(len(times), 1), float(sum(times))
+
+
+def final_metrics(
+    history: dict[int, dict[str, dict[str, float]]], counters: dict[str, dict[str, float]], seconds_total: float
+) -> dict[str, float]:
+    """The parent run's `final/*` summary (docs/metrics.md), so MLflow's runs table compares jobs directly.
+
+    history: {step: {agent: {accuracy/<category>: value, accuracy/mean: value}}} (run_history); an agent's final
+    accuracy is its value at the last step it was evaluated. counters: {agent: {rollouts_total, tokens_total}}.
+        final/accuracy_mean/<agent>, final/accuracy/<category>/<agent>, final/rollouts_total/<agent>,
+        final/tokens_total/<agent>, final/time_total_s
+    """
+    out: dict[str, float] = {}
+    for step in sorted(history):  # later steps overwrite earlier ones: each agent's last evaluation wins
+        for agent, accuracy in history[step].items():
+            for key, value in accuracy.items():
+                category = key.split("/", 1)[1]
+                name = "final/accuracy_mean" if category == "mean" else f"final/accuracy/{category}"
+                out[f"{name}/{agent}"] = float(value)
+    for agent, values in counters.items():
+        for key in ("rollouts_total", "tokens_total"):
+            if key in values:
+                out[f"final/{key}/{agent}"] = float(values[key])
+    out["final/time_total_s"] = float(seconds_total)
+    return out
 
 
 def progress_text(names: list[str], pool: dict, capability: CapabilityTracker, step_time: float) -> str:

@@ -59,13 +59,38 @@ def test_mlflow_parent_and_agent_runs(tmp_path):
         "eval/accuracy/mean",
         "train/tokens_total",
     } <= set(child.data.metrics)
-    artifacts = [a.path for a in client.list_artifacts(child.info.run_id, "model")]
-    assert "model/model.safetensors" in artifacts and "model/config.json" in artifacts
     assert parent.data.tags["grid"] == child.data.tags["grid"] == "smoke"
+    # names, tags and provenance (docs/tracking.md)
+    assert parent.info.run_name == "hacpo-opt_char+gpt2_bpe-s0" and child.info.run_name == "opt_char"
+    for mlrun in (parent, child):
+        tags = mlrun.data.tags
+        assert tags["method"] == "hacpo" and tags["seed"] == "0" and tags["task"] == "arithmetic"
+        assert tags["agents"] == "opt_char+gpt2_bpe" and tags["mlflow.source.name"]
+        assert len(tags["mlflow.source.git.commit"]) == 40 and tags["git_dirty"] in ("true", "false")
+        assert [d.dataset.name for d in mlrun.inputs.dataset_inputs] == ["arithmetic/eval"]
+    experiment = client.get_experiment(parent.info.experiment_id)
+    assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    assert "rollout.vllm.gpu_memory_utilization" not in parent.data.params  # rollout=hf: vllm settings pruned
+    assert "task.hf_train" not in parent.data.params and parent.data.params["task.tiers"] == "['add2']"
+    # the parent's summary: final held-out accuracy, rollouts, tokens, seconds
+    final = parent.data.metrics
+    assert final["final/accuracy_mean/opt_char"] == summary["evals"][2]["opt_char"]["accuracy/mean"]
+    assert final["final/rollouts_total/gpt2_bpe"] == 2 * 4 * 4 and final["final/time_total_s"] > 0
+    assert "final/accuracy/add2/gpt2_bpe" in final
+    # the final agents as MLflow transformers models that load back as a text-generation pipeline
+    import mlflow.transformers
+
+    models = mlflow.search_logged_models(
+        experiment_ids=[parent.info.experiment_id], filter_string=f"source_run_id = '{child.info.run_id}'",
+        output_format="list",
+    )  # fmt: skip
+    assert len(models) == 1
+    pipeline = mlflow.transformers.load_model(models[0].model_uri)
+    assert pipeline("1+2=", max_new_tokens=4, do_sample=False)[0]["generated_text"].startswith("1+2=")
     # per-problem greedy answers of every evaluation, for paired tests across runs
     records = client.download_artifacts(child.info.run_id, "eval/step_000002/opt_char.jsonl", str(tmp_path))
     rows = [json.loads(line) for line in Path(records).read_text().splitlines()]
-    assert rows and {"id", "category", "reward", "reason"} <= set(rows[0])
+    assert rows and {"id", "category", "reward", "reason", "prompt", "response", "extracted", "gold"} <= set(rows[0])
     final = summary["evals"][2]["opt_char"]["accuracy/mean"]
     by_category = {}
     for row in rows:

@@ -125,6 +125,7 @@ def test_cli_bad_input_is_one_line_exit_2(tiny_run, tmp_path):
     for args, needle in cases:
         proc = subprocess.run(
             [sys.executable, "-m", "hacrl_exp.evaluate", *args, "tracking.backend=none"],
+            cwd=tmp_path,  # Hydra's run folder (outputs/...) must not land in the checkout
             capture_output=True,
             text=True,
             timeout=120,

@@ -38,7 +38,6 @@ SHARING = ("Naive", "HACPO", "HACPO −ω")
 def make_data() -> ReportData:
     runs, curves, problems = [], [], []
     for (agent, method), accuracies in ACCURACY.items():
-        source = "weak" if agent == "strong" else "strong"
         for seed, final in zip(SEEDS, accuracies):
             run_id = f"{agent}-{method}-{seed}"
             runs.append(
@@ -55,10 +54,10 @@ def make_data() -> ReportData:
                 curves.append((run_id, step, "seconds", float(step)))
                 curves.append((run_id, step, "reward/mean", accuracy))
                 if method in SHARING and step > 0:
-                    curves.append((run_id, step, f"omega/{source}", 1.0 + 0.01 * seed + 0.001 * step))
-                    curves.append((run_id, step, "capability/p_hat", accuracy))
+                    curves.append((run_id, step, "cross/omega", 1.0 + 0.01 * seed + 0.001 * step))
+                    curves.append((run_id, step, "train/p_hat", accuracy))
                     if method != "HACPO −ω":
-                        curves.append((run_id, step, f"cross/{source}/in_window", 0.5 + 0.01 * seed))
+                        curves.append((run_id, step, "cross/in_window_share", 0.5 + 0.01 * seed))
             right = round(final * PROBLEMS_PER_CATEGORY)
             for category in CATEGORIES:
                 for i in range(PROBLEMS_PER_CATEGORY):

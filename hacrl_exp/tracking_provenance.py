@@ -1,0 +1,119 @@
+"""Provenance of a training job in MLflow: code version, entry point and user as MLflow's system tags, the task's
+and benchmarks' data as MLflow datasets, and the trained agents as MLflow models (the transformers flavour).
+
+Each function takes an `MlflowClient` and run ids, so it works without an active run (the trainer's tracker uses
+the client API only). Everything here is best effort: provenance never stops a training run.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import importlib.metadata
+import json
+import logging
+import subprocess
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+REPO = Path(__file__).resolve().parents[1]
+
+
+def git_state(folder: Path = REPO) -> tuple[str, bool] | None:
+    """(HEAD commit, dirty) of the checkout holding `folder`; None outside git. Dirty: tracked files changed."""
+    try:
+        run = _git(folder)
+        commit = run("rev-parse", "HEAD")
+        if not commit:
+            return None
+        return commit, bool(run("status", "--porcelain", "--untracked-files=no"))
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def _git(folder: Path):
+    def run(*args: str) -> str:
+        out = subprocess.run(["git", *args], capture_output=True, text=True, timeout=10, cwd=folder)
+        return out.stdout.strip() if out.returncode == 0 else ""
+
+    return run
+
+
+def source_tags(entry_point: str | None = None) -> dict[str, str]:
+    """MLflow's system tags for a training run: mlflow.source.{name,type,git.commit}, mlflow.user, and git_dirty."""
+    tags = {"mlflow.source.name": entry_point or _entry_point(), "mlflow.source.type": "LOCAL"}
+    try:
+        tags["mlflow.user"] = getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (a container's arbitrary uid)
+        pass
+    state = git_state()
+    if state is not None:
+        tags["mlflow.source.git.commit"], tags["git_dirty"] = state[0], str(state[1]).lower()
+    return tags
+
+
+def _entry_point() -> str:
+    """'hacrl_exp.run' for `python -m hacrl_exp.run` (argv[0] is the module's file), else argv[0]'s file name."""
+    path = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("hacrl_exp/run.py")
+    try:
+        return ".".join(path.resolve().relative_to(REPO).with_suffix("").parts)
+    except ValueError:
+        return path.name
+
+
+def problems_dataset(name: str, problems: Sequence, source: str):
+    """An MLflow dataset (name, digest of the rows, source path) of a list of problems (id, category, prompt,
+    answer)."""
+    import mlflow.data
+    import pandas as pd
+
+    rows = [
+        {"id": p.id, "category": p.category, "prompt": p.prompt, "answer": str(getattr(p, "answer", ""))}
+        for p in problems
+    ]
+    frame = pd.DataFrame(rows, columns=["id", "category", "prompt", "answer"])
+    digest = hashlib.sha256(json.dumps(rows, sort_keys=True).encode()).hexdigest()[:16]
+    with warnings.catch_warnings():  # a plain path or label matches two local source kinds; either is right
+        warnings.simplefilter("ignore", UserWarning)
+        return mlflow.data.from_pandas(frame, source=source, name=name, digest=digest)
+
+
+def log_datasets(client, run_ids: Sequence[str], datasets: Sequence[tuple[object, str]]) -> None:
+    """Log (dataset, context) pairs as the inputs of each run (MLflow's Datasets column and run page)."""
+    from mlflow.entities import DatasetInput, InputTag
+
+    inputs = [
+        DatasetInput(dataset._to_mlflow_entity(), tags=[InputTag("mlflow.data.context", context)])
+        for dataset, context in datasets
+    ]
+    for run_id in run_ids:
+        client.log_inputs(run_id, datasets=inputs)
+
+
+def log_agent_model(client, run_id: str, folder: Path, name: str, registered_name: str | None = None) -> str:
+    """Log a `save_pretrained` folder (model + tokenizer) as an MLflow transformers model of `run_id`; returns the
+    model URI. Loads back with `mlflow.transformers.load_model(uri)` as a text-generation pipeline.
+
+    pip requirements are given explicitly: the flavour's inference imports torchvision for any torch model, which
+    this project does not install."""
+    import mlflow
+    import mlflow.transformers
+
+    requirements = [f"{p}=={importlib.metadata.version(p)}" for p in ("torch", "transformers")]
+    active = mlflow.active_run()
+    if active is not None and active.info.run_id != run_id:
+        raise RuntimeError(f"another MLflow run ({active.info.run_id}) is active; cannot log a model to {run_id}")
+    mlflow.set_tracking_uri(client.tracking_uri)
+    with mlflow.start_run(run_id=run_id, nested=False):
+        info = mlflow.transformers.log_model(
+            transformers_model=str(folder),
+            name=name,
+            task="text-generation",
+            pip_requirements=requirements,
+            registered_model_name=registered_name,
+        )
+    client.update_run(run_id, status="RUNNING")  # leaving the `with` marked the run FINISHED; the tracker closes it
+    return info.model_uri
