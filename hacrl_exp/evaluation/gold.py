@@ -1,4 +1,4 @@
-"""Gold agreement: grade every benchmark's gold solution text against its gold answer with the real grader.
+r"""Gold agreement: grade every benchmark's gold solution text against its gold answer with the real grader.
 
     python -m hacrl_exp.evaluation.gold [--data-dir DIR] [--benchmarks math500 gsm8k ...] [--limit N] [--workers 2]
 
