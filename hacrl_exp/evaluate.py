@@ -15,9 +15,9 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from hacrl_exp.config.cli import overrides_of
 from hacrl_exp.config.evaluate_schema import compose_evaluate, validate_evaluate
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
-from hacrl_exp.run import overrides_of
 from hacrl_exp.tasks.math import DataError
 
 

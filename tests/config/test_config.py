@@ -89,7 +89,7 @@ def test_config_dir_is_the_repo_conf():
 
 
 def test_hydra_flags_are_not_overrides():
-    from hacrl_exp.run import overrides_of
+    from hacrl_exp.config.cli import overrides_of
 
     argv = ["-m", "--cfg", "job", "agents=pair", "--config-name", "config", "trainer.steps=3"]
     assert overrides_of(argv) == ["agents=pair", "trainer.steps=3"]
