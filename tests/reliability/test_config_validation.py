@@ -121,7 +121,7 @@ def test_evaluate_out_of_range_names_key_value_and_range(key, value, spec):
     raw = OmegaConf.structured(EvaluateConfig)
     OmegaConf.update(raw, key, value)
     with pytest.raises(ConfigError) as info:
-        validate_evaluate(raw, check_inputs=False)
+        validate_evaluate(raw)
     assert str(info.value) == f"{key}={value!r} is out of range; allowed {range_text(spec)}"
 
 

@@ -46,11 +46,13 @@ def store(tmp_path_factory):
 def evaluate_benchmark(root, uri):
     """`python -m hacrl_exp.evaluate`'s job on the final HACPO and GSPO×2 checkpoints: benchmark `arithmetic`."""
     from hacrl_exp.config.evaluate_schema import validate_evaluate
+    from hacrl_exp.evaluation.inputs import check_inputs
     from hacrl_exp.evaluation.pipeline import run_evaluation
 
     folders = [str(root / f"{m}_{s}") for m in ("hacpo", "gspo_x2") for s in SEEDS]
     settings = {"checkpoints": folders, "benchmarks": ["arithmetic"], "limit": 24, "bootstrap": 0, "threads": 1}
     config = validate_evaluate({**settings, "grader": {"workers": 1}, "tracking": {"uri": uri}})
+    check_inputs(config)
     run_evaluation(config, root / "eval")
 
 
