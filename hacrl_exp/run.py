@@ -16,10 +16,10 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from hacrl_exp.config.cli import config_dirs_of, overrides_of
-from hacrl_exp.config.preflight import CONFIG_DIR, preflight
-from hacrl_exp.config.validate import validate
+from hacrl_exp.config.preflight import CONFIG_DIR
 from hacrl_exp.errors import ConfigError, NumericsError, RunInterrupted, exit_on_bad_input
 from hacrl_exp.tracking import create_stores
+from hacrl_exp.trainer.validate import preflight, validate
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")

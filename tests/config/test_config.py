@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from hacrl_exp.config.preflight import CONFIG_DIR, group_options, preflight
+from hacrl_exp.config.preflight import CONFIG_DIR, group_options
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.trainer.validate import preflight
 
 GROUPS = ["agents", "algorithm", "mechanisms", "task", "rollout", "trainer", "tracking"]
 

@@ -15,10 +15,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from hacrl_exp.config.evaluate_schema import EvaluateConfig, validate_evaluate
-from hacrl_exp.config.preflight import compose_config, preflight
+from hacrl_exp.config.preflight import compose_config
 from hacrl_exp.config.schema import Config
-from hacrl_exp.config.validate import _check_ranges, range_text, validate
+from hacrl_exp.config.validate import _check_ranges, range_text
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.trainer.validate import preflight, validate
 
 NUMBERS = (int, float)
 AGENT = "agents.members.opt_char"  # a member of the default preset (agents=pair)

@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.config.report_schema import validate_report
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.report.stats import seed_verdict, sign_flip_p
 from hacrl_exp.report.text import signed
 from hacrl_exp.trainer.loop import train
+from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
 METHODS = {"gspo": "GSPO", "gspo_x2": "GSPO×2", "hacpo": "HACPO", "hacpo_no_omega": "HACPO −ω"}

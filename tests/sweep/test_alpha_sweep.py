@@ -19,7 +19,7 @@ import mlflow  # noqa: E402
 import yaml  # noqa: E402
 
 from hacrl_exp.config.cli import config_dirs_of, overrides_of  # noqa: E402
-from hacrl_exp.config.preflight import preflight  # noqa: E402
+from hacrl_exp.trainer.validate import preflight  # noqa: E402
 from tests.e2e.tiny import tiny_overrides  # noqa: E402
 
 EDGES = {"opt_char<-gpt2_bpe": ("opt_char", "gpt2_bpe"), "gpt2_bpe<-opt_char": ("gpt2_bpe", "opt_char")}
