@@ -1,6 +1,6 @@
 """`hydra/sweeper=hacrl_optuna`: tune α per directed edge of the agent graph with Optuna (docs/sweeps.md).
 
-    python -m hacrl_exp.run -m +sweep=alpha_pair agents=pair
+    python -m hacrl_exp.run -m +hparams_search=alpha_pair agents=pair
 
 Each trial asks every edge study (`<study_name>/<learner><-<source>`) for α, launches one training job through
 the configured Hydra launcher, and tells each study its learner's final held-out metric. Re-running the same
