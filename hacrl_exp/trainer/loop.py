@@ -31,7 +31,7 @@ from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.rows import skipped_row_metrics
 from hacrl_exp.tracking import make_tracker
-from hacrl_exp.trainer.capability import CapabilityEstimates
+from hacrl_exp.trainer.capability_estimates import CapabilityEstimates
 from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint, write_text_atomic
 from hacrl_exp.trainer.evaluation import accuracy_metrics
 from hacrl_exp.trainer.executor import make_executor
