@@ -128,10 +128,17 @@ def _vllm_row(agent: Agent | None, sizes: Sizes, device: torch.device, results: 
         return ["skipped: vllm not installed"]
     if device.type != "cuda" or agent is None:
         return ["skipped: needs a CUDA device and peft"]
+    from hacrl_exp.agents.lora import merged_weights
     from hacrl_exp.rollout.vllm import VLLMRolloutEngine
 
     start = time.perf_counter()
-    engine = VLLMRolloutEngine(agent.model, agent.tokenizer, VLLMConfig(sleep_level=1), dtype="bfloat16")
+    engine = VLLMRolloutEngine(
+        agent.model,
+        agent.tokenizer,
+        VLLMConfig(sleep_level=1),
+        dtype="bfloat16",
+        weights=lambda: merged_weights(agent.model),
+    )
     startup = time.perf_counter() - start
     gen = results["vllm_generate"] = {**measure_generate(engine, sizes, device), "startup_s": startup}
     return _generate_row("", gen)[1:]

@@ -24,9 +24,9 @@ from hydra.core.global_hydra import GlobalHydra
 
 from hacrl_exp.config.preflight import CONFIG_DIR
 from hacrl_exp.config.schema import Config
-from hacrl_exp.config.validate import validate
 from hacrl_exp.trainer import loop, step, worker
 from hacrl_exp.trainer.metrics import read_metrics
+from hacrl_exp.trainer.validate import validate
 
 BENCH_CONF = Path(__file__).resolve().parent / "conf"
 """Benchmark-only presets (agents=four_way), found through Hydra's search path."""

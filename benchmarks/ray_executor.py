@@ -21,10 +21,10 @@ from pathlib import Path
 
 from benchmarks.common import median, print_table, write_json
 from benchmarks.harness import machine
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.trainer import executor
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
+from hacrl_exp.trainer.validate import preflight
 
 MODES = {
     "local, 1 thread": ["executor=local", "trainer.threads=1"],

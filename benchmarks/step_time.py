@@ -19,9 +19,9 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import median, print_table, write_json
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.trainer.loop import PHASES, train
 from hacrl_exp.trainer.metrics import read_metrics
+from hacrl_exp.trainer.validate import preflight
 
 ALGORITHMS = ("gspo", "hacpo", "gspo_x2")
 

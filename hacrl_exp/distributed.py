@@ -82,15 +82,6 @@ def connect(
     return True
 
 
-def listening_addresses() -> set[str]:
-    """IP addresses that this process and its children (a private Ray's GCS, raylet, workers) listen on."""
-    import psutil
-
-    me = psutil.Process()
-    pids = {me.pid} | {child.pid for child in me.children(recursive=True)}
-    return {c.laddr.ip for c in psutil.net_connections("inet") if c.status == "LISTEN" and c.pid in pids}
-
-
 def run_hydra_job(hydra_context, task_function, sweep_config, singleton_state):
     """One Hydra job inside a Ray task (hydra/launcher=hacrl_ray): Hydra's globals restored, then `run_job`.
 

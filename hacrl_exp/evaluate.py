@@ -15,9 +15,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
+from hacrl_exp.config.cli import overrides_of
 from hacrl_exp.config.evaluate_schema import compose_evaluate, validate_evaluate
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
-from hacrl_exp.run import overrides_of
+from hacrl_exp.evaluation.inputs import check_inputs
 from hacrl_exp.tasks.math import DataError
 
 
@@ -27,6 +28,7 @@ def hydra_main(cfg: DictConfig) -> None:
 
     with exit_on_bad_input(ConfigError, DataError):
         config = validate_evaluate(cfg)
+        check_inputs(config)
         output_dir = Path(config.output_dir or HydraConfig.get().runtime.output_dir)
         output_dir.mkdir(parents=True, exist_ok=True)
         summary = run_evaluation(config, output_dir)
@@ -41,8 +43,9 @@ INSPECT_FLAGS = {"--cfg", "-c", "--help", "-h", "--info", "-i", "--hydra-help"}
 def main() -> None:
     argv = sys.argv[1:]
     with exit_on_bad_input(ConfigError, DataError):
-        check_inputs = not INSPECT_FLAGS.intersection(argv)
-        validate_evaluate(compose_evaluate(overrides_of(argv)), check_inputs=check_inputs)
+        config = validate_evaluate(compose_evaluate(overrides_of(argv)))
+        if not INSPECT_FLAGS.intersection(argv):
+            check_inputs(config)
     hydra_main()
 
 

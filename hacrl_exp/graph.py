@@ -36,9 +36,6 @@ class AgentGraph:
         """Edges into `learner`, in declared agent order (the order of its cross blocks, spec §1.6)."""
         return [e for e in self.edges if e.learner == learner]
 
-    def index(self, name: str) -> int:
-        return self.names.index(name)
-
 
 def build_graph(
     names: Sequence[str],

@@ -16,9 +16,9 @@ from rich.table import Table
 
 from hacrl_exp.agents.memory_plan import GIB, AgentMemory, Plan, plan
 from hacrl_exp.algo import ALGORITHMS
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.trainer.validate import preflight
 
 
 def cluster_size(config: Config) -> tuple[int, float]:

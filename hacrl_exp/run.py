@@ -15,10 +15,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from hacrl_exp.config.preflight import CONFIG_DIR, preflight
-from hacrl_exp.config.validate import validate
+from hacrl_exp.config.cli import config_dirs_of, overrides_of
+from hacrl_exp.config.preflight import CONFIG_DIR
 from hacrl_exp.errors import ConfigError, NumericsError, RunInterrupted, exit_on_bad_input
 from hacrl_exp.tracking import create_stores
+from hacrl_exp.trainer.validate import preflight, validate
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
@@ -43,44 +44,6 @@ def hydra_main(cfg: DictConfig) -> dict:
             print(f"step {step:>5} {agent:>12}: held-out accuracy {metrics['accuracy/mean']:.3f}")
     print(f"{summary['seconds_per_step']:.3f} s/step; outputs in {summary['output_dir']}")
     return summary  # a sweeper reads it from the job's return value
-
-
-# Hydra flags that take a value as the next argument (the value is not an override)
-FLAGS_WITH_VALUE = {
-    "--cfg",
-    "-c",
-    "--package",
-    "-p",
-    "--config-name",
-    "-cn",
-    "--config-path",
-    "-cp",
-    "--config-dir",
-    "-cd",
-    "--info",
-    "-i",
-    "--experimental-rerun",
-}
-
-
-def overrides_of(argv: list[str]) -> list[str]:
-    """The key=value overrides of a Hydra command line, without its flags and their values."""
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg.startswith("-"):
-            skip = arg in FLAGS_WITH_VALUE
-        else:
-            out.append(arg)
-    return out
-
-
-def config_dirs_of(argv: list[str]) -> list[str]:
-    """--config-dir folders as a hydra.searchpath override, so preflight finds their groups (e.g. best_alpha)."""
-    dirs = [b for a, b in zip(argv, argv[1:]) if a in ("--config-dir", "-cd")]
-    dirs += [a.split("=", 1)[1] for a in argv if a.startswith(("--config-dir=", "-cd="))]
-    return [f"hydra.searchpath=[{','.join(repr(f'file://{Path(d).resolve()}') for d in dirs)}]"] if dirs else []
 
 
 INSPECT_FLAGS = {"--cfg", "-c", "--help", "-h", "--info", "-i", "--hydra-help", "--shell-completion", "-sc"}

@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
-from hacrl_exp.agents.lora import AdapterDisabled, apply_lora, is_lora, save_lora_agent
+from hacrl_exp.agents.lora import AdapterDisabled, apply_lora, is_lora, merged_weights, save_lora_agent
 from hacrl_exp.agents.precision import DTYPES, enable_gradient_checkpointing, prepare_model
 from hacrl_exp.config.schema import AgentConfig, RolloutConfig
 from hacrl_exp.errors import ConfigError
@@ -127,7 +127,15 @@ def build_agent(
         from hacrl_exp.rollout.vllm import VLLMRolloutEngine
 
         engine_dtype = cfg.model.compute_dtype or cfg.model.dtype
-        engine = VLLMRolloutEngine(model, tokenizer, rollout.vllm, dtype=engine_dtype, seed=seed, optimizer=optimizer)
+        engine = VLLMRolloutEngine(
+            model,
+            tokenizer,
+            rollout.vllm,
+            dtype=engine_dtype,
+            seed=seed,
+            optimizer=optimizer,
+            weights=lambda: merged_weights(model),  # LoRA folded in; the engine does not import agents
+        )
     else:
         engine = HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size)
     return Agent(name, model, tokenizer, engine, optimizer, reference, use_chat, max_prompt_tokens)

@@ -11,9 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from hacrl_exp.config.resources import CHAR_VOCAB
 from hacrl_exp.config.schema import AgentConfig
 from hacrl_exp.errors import ConfigError
+
+CHAR_VOCAB = 128
+"""A char tokenizer's vocabulary (the task's alphabet plus specials) is below this."""
 
 LLAMA_LIKE = {"llama": False, "qwen3": True, "qwen2": False, "mistral": False}
 """model_type → has per-head q/k RMSNorm (Qwen3). All: RMSNorm, SwiGLU MLP, grouped-query attention, rotary."""

@@ -168,8 +168,3 @@ def build_tiny_model(
     gen.pad_token_id, gen.eos_token_id, gen.bos_token_id = ids["pad_token_id"], ids["eos_token_id"], bos
     model.loss_type = "ForCausalLM"  # the model attribute (not the config's) silences a per-process warning
     return model.eval()
-
-
-def count_parameters(model: torch.nn.Module) -> int:
-    """Number of distinct parameters (tied embeddings counted once)."""
-    return sum(p.numel() for p in model.parameters())

@@ -1,14 +1,13 @@
 """Typed schema and validation of `python -m hacrl_exp.evaluate` (primary config conf/evaluate.yaml).
 
 Validation runs right after composition and before any model loads; every error is one ConfigError line naming the
-key, the value and the fix. Benchmark names, the data folder and the checkpoints are checked here too (file system
-only), so a typo never waits for torch to import.
+key, the value and the fix. Benchmark names, the data folder and the checkpoints are checked next, by
+`hacrl_exp.evaluation.inputs` (file system only), so a typo never waits for torch to import.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
@@ -105,45 +104,12 @@ def compose_evaluate(overrides: list[str]) -> DictConfig:
     )
 
 
-def validate_evaluate(cfg: DictConfig | dict, check_inputs: bool = True) -> EvaluateConfig:
-    """Typed, range-checked EvaluateConfig; with check_inputs, also benchmark names, data_dir and checkpoints."""
+def validate_evaluate(cfg: DictConfig | dict) -> EvaluateConfig:
+    """Typed, range-checked EvaluateConfig. Benchmark names, data_dir and checkpoints are checked by
+    `hacrl_exp.evaluation.inputs.check_inputs` (it knows the benchmarks; this package imports no other)."""
     config: EvaluateConfig = typed_config(cfg, EvaluateConfig, EVALUATE_KEY)
     for key, allowed in CHOICES.items():
         value = config.tracking.backend if key == "tracking.backend" else getattr(config, key)
         if value not in allowed:
             raise ConfigError(f"{key}={value!r} is not one of {list(allowed)}")
-    if check_inputs:
-        _check_inputs(config)
     return config
-
-
-def _check_inputs(config: EvaluateConfig) -> None:
-    """Benchmarks known, data folder present, checkpoints resolvable, samples > 1 only with sampling."""
-    from hacrl_exp.evaluation.checkpoints import resolve_checkpoints
-    from hacrl_exp.evaluation.data import data_folder
-    from hacrl_exp.evaluation.spec import load_benchmark
-
-    if not config.benchmarks:
-        raise ConfigError("benchmarks is empty; name at least one, e.g. benchmarks=[math500]")
-    for i, name in enumerate(config.benchmarks):
-        try:
-            spec = load_benchmark(name)
-        except ConfigError as exc:
-            raise ConfigError(f"benchmarks[{i}]: {exc}") from None
-        samples = config.samples or spec.generation.samples
-        temperature = (
-            spec.generation.temperature if config.sampling.temperature is None else config.sampling.temperature
-        )
-        if samples > 1 and temperature == 0:
-            raise ConfigError(
-                f"benchmark {name}: samples={samples} with temperature 0 (greedy) repeats one answer; "
-                "set sampling.temperature > 0 or samples=1"
-            )
-    if config.data_dir is not None:
-        data_folder(config.data_dir)
-    resolve_checkpoints(config.checkpoints, config.agents)
-    if config.output_dir is not None and Path(config.output_dir).exists() and not Path(config.output_dir).is_dir():
-        raise ConfigError(f"output_dir={config.output_dir} is a file, not a folder; give a new folder")
-    from hacrl_exp.tracking_store import check_store
-
-    check_store(config.tracking)  # at most 10 s, one line naming tracking.uri or MLFLOW_TRACKING_URI

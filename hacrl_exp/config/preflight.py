@@ -1,8 +1,9 @@
-"""Compose and validate the command line's overrides before Hydra runs the job(s).
+"""Compose the command line's overrides before Hydra runs the job(s) (`compose_config`, `first_choices`).
 
-Hydra's own errors are multi-line and exit with 1; preflight turns a missing group option, an unknown
+Hydra's own errors are multi-line and exit with 1; composing here turns a missing group option, an unknown
 key or a bad value into one `ConfigError` line (exit code 2). Sweeps are checked at their first value;
-every job validates its own config again when it starts.
+every job validates its own config again when it starts. The preflight itself (compose, then validate against the
+schema and the registries) is `hacrl_exp.trainer.validate.preflight`: the registries live above `config`.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 from yaml import MarkedYAMLError
 
 from hacrl_exp.config.schema import Config
-from hacrl_exp.config.validate import describe, validate
+from hacrl_exp.config.validate import describe
 from hacrl_exp.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
@@ -76,11 +77,6 @@ def compose_config(
         raise ConfigError(explain(cause) if isinstance(cause, OmegaConfBaseException) else _first_line(exc)) from None
     finally:
         GlobalHydra.instance().clear()
-
-
-def preflight(overrides: list[str], config_name: str = "config") -> Config:
-    """Compose (first sweep values) and validate; raises ConfigError on any bad key, group or value."""
-    return validate(compose_config(first_choices(overrides), config_name))
 
 
 def _missing_option(overrides: list[str], exc: Exception) -> str:

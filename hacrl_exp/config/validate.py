@@ -1,4 +1,10 @@
-"""Validate a composed config against the schema, before any model loads. Errors are `ConfigError`s."""
+"""Validate a composed config against the schema, before any model loads. Errors are `ConfigError`s.
+
+`validate_schema` checks what the schema alone knows: types, ranges, fixed choices, agent names, batch arithmetic,
+devices and optional extras. The names that live in other packages' registries (algorithms, topologies, rewards,
+bad-row policies, benchmarks) are checked one layer up, by `hacrl_exp.trainer.validate`, because `config` imports no
+other package of ours (docs/architecture.md).
+"""
 
 from __future__ import annotations
 
@@ -14,25 +20,17 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
 
-from hacrl_exp.algo import ALGORITHMS
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.graph import TOPOLOGIES, graph_from_config
-from hacrl_exp.rewards.grader import REWARDS
-from hacrl_exp.tasks.rows import BAD_ROW_POLICIES
 
-CHOICES = {
+CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trainer.validate
     "model.source": ("tiny", "pretrained"),
     "model.arch": ("opt", "gpt2", "llama"),
     "model.dtype": ("float32", "bfloat16", "float16"),
     "tokenizer.kind": ("char", "bpe", "pretrained"),
-    "agents.topology": TOPOLOGIES,
-    "algorithm.name": tuple(ALGORITHMS),
     "algorithm.kl_aggregation": ("seq_mean_token_mean", "token_mean"),
     "algorithm.capability_scope": ("batch", "category"),
     "task.name": ("arithmetic", "math"),
-    "task.bad_rows": BAD_ROW_POLICIES,
-    "task.reward": REWARDS,
     "rollout.backend": ("hf", "vllm"),
     "tracking.backend": ("mlflow", "none"),
     "executor.backend": ("local", "ray"),
@@ -40,8 +38,11 @@ CHOICES = {
 ARITHMETIC_TIERS = ("add2", "add3", "add4", "mul21", "mul31", "mul41")
 
 
-def validate(cfg: DictConfig | dict) -> Config:
-    """Typed, range-checked Config from a composed Hydra config (the `hydra` node is ignored)."""
+def validate_schema(cfg: DictConfig | dict) -> Config:
+    """Typed, range-checked Config from a composed Hydra config (the `hydra` node is ignored).
+
+    The schema's checks only; `hacrl_exp.trainer.validate.validate` adds the registries' (algorithm, graph, ...).
+    """
     config: Config = typed_config(cfg, Config)
     _check_choices(config)
     _check_semantics(config)
@@ -158,26 +159,25 @@ def _check_ranges(node: Any, prefix: str) -> None:
         _check_ranges(value, key)
 
 
-def _check_choices(config: Config) -> None:
-    def check(key: str, value: str, allowed: tuple[str, ...]) -> None:
-        if value not in allowed:
-            close = difflib.get_close_matches(str(value), allowed, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ConfigError(f"{key}={value!r} is not one of {list(allowed)}.{hint}")
+def check_choice(key: str, value: str, allowed: tuple[str, ...]) -> None:
+    """ConfigError naming the key, the value, the allowed values and the closest one, unless value is allowed."""
+    if value not in allowed:
+        close = difflib.get_close_matches(str(value), allowed, n=1)
+        hint = f" Did you mean {close[0]!r}?" if close else ""
+        raise ConfigError(f"{key}={value!r} is not one of {list(allowed)}.{hint}")
 
+
+def _check_choices(config: Config) -> None:
+    check = check_choice
     for name, agent in config.agents.members.items():
         check(f"agents.members.{name}.model.source", agent.model.source, CHOICES["model.source"])
         check(f"agents.members.{name}.model.arch", agent.model.arch, CHOICES["model.arch"])
         check(f"agents.members.{name}.model.dtype", agent.model.dtype, CHOICES["model.dtype"])
         check(f"agents.members.{name}.tokenizer.kind", agent.tokenizer.kind, CHOICES["tokenizer.kind"])
     for key in (
-        "agents.topology",
-        "algorithm.name",
         "algorithm.kl_aggregation",
         "algorithm.capability_scope",
         "task.name",
-        "task.bad_rows",
-        "task.reward",
         "rollout.backend",
         "tracking.backend",
         "executor.backend",
@@ -253,28 +253,6 @@ def _check_semantics(config: Config) -> None:
         seen[name.lower()] = name
     if config.task.name == "arithmetic" and not config.task.tiers:
         raise ConfigError(f"task.tiers is empty; list at least one of {list(ARITHMETIC_TIERS)}, e.g. task.tiers=[add2]")
-    if config.task.name != "math" and config.task.reward != REWARDS[0]:
-        raise ConfigError(
-            f"task.reward={config.task.reward} applies to task=math only; task={config.task.name} is graded by exact "
-            f"match. Drop the override or use task=math"
-        )
-    algorithm = ALGORITHMS[config.algorithm.name]
-    try:
-        graph = graph_from_config(config.agents, config.algorithm.alpha)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from None
-    if not graph.learners:
-        raise ConfigError("every agent is frozen (agents.members.<name>.frozen); at least one must learn")
-    if len(members) < algorithm.min_agents:
-        raise ConfigError(
-            f"algorithm={algorithm.name} needs at least {algorithm.min_agents} agents but agents has {len(members)}; "
-            "use agents=pair, or algorithm=gspo for a single agent"
-        )
-    if algorithm.shares_rollouts and not graph.edges:
-        raise ConfigError(
-            f"algorithm={algorithm.name} shares rollouts but agents.topology={config.agents.topology} "
-            "gives no learner a source; use topology all_to_all, star or ring"
-        )
     for name, agent in members.items():
         key = f"agents.members.{name}"
         if agent.model.source == "pretrained":
@@ -297,15 +275,6 @@ def _check_semantics(config: Config) -> None:
                 f"num_heads={agent.model.num_heads}; pick a divisor"
             )
     trainer = config.trainer
-    if trainer.eval_benchmarks:
-        from hacrl_exp.evaluation.spec import known_benchmarks
-
-        known = known_benchmarks()
-        for name in trainer.eval_benchmarks:
-            if name not in known:
-                raise ConfigError(
-                    f"trainer.eval_benchmarks has {name!r}, not a benchmark of evaluation/; known: {known}"
-                )
     block = trainer.prompts_per_step * trainer.group_size
     if block % trainer.minibatches_per_block:
         raise ConfigError(

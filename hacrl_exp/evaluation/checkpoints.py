@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from hacrl_exp.agents.manifest import checkpoint_problem
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.trainer.manifest import checkpoint_problem
 
 log = logging.getLogger(__name__)
 

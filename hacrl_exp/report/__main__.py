@@ -12,10 +12,10 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
+from hacrl_exp.config.cli import overrides_of
 from hacrl_exp.config.preflight import CONFIG_DIR
 from hacrl_exp.config.report_schema import compose_report, validate_report
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
-from hacrl_exp.run import overrides_of
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="report")

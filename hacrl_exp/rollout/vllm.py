@@ -7,8 +7,10 @@ source's old log-probs (spec §1.2).
 
 Training and generation share the GPU: the engine sleeps between generations (sleep_level 2 frees its weights and
 KV cache, 1 parks the weights in CPU RAM) and, before the first generation after an optimizer step, wakes and loads
-the training model's current weights (LoRA merged in) with `load_weights`, the in-process path TRL's colocate mode
-uses. The engine starts from the model's config with dummy weights, so nothing is written to or read from disk.
+the training model's current weights with `load_weights`, the in-process path TRL's colocate mode uses. The weights
+come from a callback the agent passes (`weights=`; for a LoRA agent, `hacrl_exp.agents.lora.merged_weights`), so this
+package never imports `agents`. The engine starts from the model's config with dummy weights, so nothing is written to
+or read from disk.
 """
 
 from __future__ import annotations
@@ -16,12 +18,11 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
 
-from hacrl_exp.agents.lora import merged_weights
 from hacrl_exp.config.schema import VLLMConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.rollout.base import Rollouts, SamplingSettings
@@ -106,7 +107,8 @@ class VLLMRolloutEngine:
     """Samples with an in-process vLLM engine that follows the agent's training model.
 
     The training model stays the source of truth; `mark_stale()` (hooked to the optimizer's step) makes the next
-    `generate` load its weights first.
+    `generate` load its weights first, from `weights()`: (Hugging Face name, tensor) pairs, LoRA merged in; default
+    the model's state dict (right for a model without adapters).
     """
 
     def __init__(
@@ -118,6 +120,7 @@ class VLLMRolloutEngine:
         dtype: str = "bfloat16",
         seed: int = 0,
         optimizer: torch.optim.Optimizer | None = None,
+        weights: Callable[[], Iterable[tuple[str, torch.Tensor]]] | None = None,
     ):
         vllm = require_vllm()
         device = next(model.parameters()).device
@@ -131,6 +134,7 @@ class VLLMRolloutEngine:
         if tokenizer.eos_token_id is None:
             raise ValueError("tokenizer has no EOS token; set tokenizer.eos_token")
         self.model, self.tokenizer, self.settings = model, tokenizer, settings
+        self._weights = weights or (lambda: model.state_dict().items())
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
         self._vllm = vllm
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: weights load without copies
@@ -171,7 +175,7 @@ class VLLMRolloutEngine:
     def sync_weights(self, weights: Iterable[tuple[str, torch.Tensor]] | None = None) -> None:
         """Load the training model's weights (Hugging Face names, LoRA merged) into the engine."""
         self._wake("weights")
-        _engine_model(self.llm).load_weights(weights if weights is not None else merged_weights(self.model))
+        _engine_model(self.llm).load_weights(weights if weights is not None else self._weights())
         self.llm.reset_prefix_cache()
         self.stale = False
 

@@ -223,11 +223,6 @@ class MathTask:
         return self._load(self._eval_src)[: self.eval_limit]
 
     @property
-    def skipped_rows(self) -> int:
-        """Bad rows skipped so far (bad_rows='skip')."""
-        return self.bad_rows.skipped
-
-    @property
     def categories(self) -> list[str]:
         """Sorted categories of the train and eval problems."""
         return sorted({p.category for p in self.train_set} | {p.category for p in self.eval_set})

@@ -1,1 +1,2 @@
-"""The N-agent training loop (`loop.train`) and its parts: pool, update, evaluation, checkpoints."""
+"""The N-agent training loop (`loop.train`) and its parts: the step, rollouts, executors, params, capability
+estimates, validation, evaluation, checkpoints."""

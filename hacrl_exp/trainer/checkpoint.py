@@ -26,8 +26,8 @@ import torch
 
 from hacrl_exp.agents.agent import Agent, save_agent
 from hacrl_exp.agents.lora import is_lora, load_adapter
+from hacrl_exp.agents.manifest import checkpoint_problem, write_manifest
 from hacrl_exp.faults import crash_point
-from hacrl_exp.trainer.manifest import checkpoint_problem, write_manifest
 
 LATEST = "latest"
 

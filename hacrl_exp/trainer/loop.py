@@ -33,7 +33,7 @@ from hacrl_exp.tasks.rows import skipped_row_metrics
 from hacrl_exp.tracking import make_tracker
 from hacrl_exp.tracking_names import applicable_params, hydra_grid, run_name, run_tags
 from hacrl_exp.tracking_provenance import problems_dataset, source_tags
-from hacrl_exp.trainer.capability import CapabilityEstimates
+from hacrl_exp.trainer.capability_estimates import CapabilityEstimates
 from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint, write_text_atomic
 from hacrl_exp.trainer.evaluation import accuracy_metrics
 from hacrl_exp.trainer.executor import make_executor

@@ -1,6 +1,6 @@
 """`hydra/sweeper=hacrl_optuna`: tune α per directed edge of the agent graph with Optuna (docs/sweeps.md).
 
-    python -m hacrl_exp.run -m +sweep=alpha_pair agents=pair
+    python -m hacrl_exp.run -m +hparams_search=alpha_pair agents=pair
 
 Each trial asks every edge study (`<study_name>/<learner><-<source>`) for α, launches one training job through
 the configured Hydra launcher, and tells each study its learner's final held-out metric. Re-running the same
@@ -147,10 +147,10 @@ class HacrlOptunaSweeper(Sweeper):
         """The edges to tune: every edge of the job's agent graph (checked: a sweep needs one that uses α)."""
         from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        from hacrl_exp.algo import ALGORITHMS
-        from hacrl_exp.config.validate import validate
+        from hacrl_exp.algo import ALGORITHMS, hacpo_objective
         from hacrl_exp.errors import ConfigError
         from hacrl_exp.graph import graph_from_config
+        from hacrl_exp.trainer.validate import validate
 
         for override in OverridesParser.create().parse_overrides(arguments):
             if override.is_sweep_override():
@@ -162,7 +162,8 @@ class HacrlOptunaSweeper(Sweeper):
         config = validate(OmegaConf.masked_copy(job, [k for k in job if k != "hydra"]))
         self.tracking = config.tracking  # where the trials' MLflow runs go
         edges = list(graph_from_config(config.agents, config.algorithm.alpha).edges)
-        if not ALGORITHMS[config.algorithm.name].hacpo_cross or not config.mechanisms.exponential_is or not edges:
+        uses_alpha = ALGORITHMS[config.algorithm.name].objective is hacpo_objective  # sg[c]^α: HACPO's cross rows
+        if not uses_alpha or not config.mechanisms.exponential_is or not edges:
             raise ConfigError(
                 f"algorithm={config.algorithm.name} with mechanisms.exponential_is={config.mechanisms.exponential_is} "
                 f"and agents.topology={config.agents.topology} has no edge that uses α; an α sweep needs "

@@ -9,10 +9,10 @@ from hacrl_exp.agents.devices import MIB, resident_memory
 from hacrl_exp.agents.factory import make_agents
 from hacrl_exp.agents.memory_plan import GIB, estimate, estimate_agent, lora_params, plan, workload
 from hacrl_exp.agents.model_shapes import KNOWN_MODELS, agent_shape, shape_from_hf_config
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.plan import main as plan_main
 from hacrl_exp.tasks import build_task
+from hacrl_exp.trainer.validate import preflight
 
 NO_WARM_START = ["agents.members.opt_char.warm_start.steps=0", "agents.members.gpt2_bpe.warm_start.steps=0"]
 

@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from hacrl_exp.config.preflight import CONFIG_DIR, group_options, preflight
+from hacrl_exp.config.preflight import CONFIG_DIR, group_options
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.trainer.validate import preflight
 
 GROUPS = ["agents", "algorithm", "mechanisms", "task", "rollout", "trainer", "tracking"]
 
@@ -89,7 +90,23 @@ def test_config_dir_is_the_repo_conf():
 
 
 def test_hydra_flags_are_not_overrides():
-    from hacrl_exp.run import overrides_of
+    from hacrl_exp.config.cli import overrides_of
 
     argv = ["-m", "--cfg", "job", "agents=pair", "--config-name", "config", "trainer.steps=3"]
     assert overrides_of(argv) == ["agents=pair", "trainer.steps=3"]
+
+
+@pytest.mark.parametrize("study", ["alpha_pair", "alpha_pair_quick"])
+def test_old_sweep_group_name_is_an_alias_of_hparams_search(study):
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    composed = {}
+    for group in ("sweep", "hparams_search"):
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+            composed[group] = compose("config", [f"+{group}={study}"], return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    old, new = composed["sweep"], composed["hparams_search"]
+    assert old.hydra.sweeper == new.hydra.sweeper and old.hydra.sweeper.study_name == study
+    assert old.hydra.mode == new.hydra.mode and old.trainer == new.trainer

@@ -6,7 +6,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
 
-from hacrl_exp.config.preflight import CONFIG_DIR, preflight
+from hacrl_exp.config.preflight import CONFIG_DIR
+from hacrl_exp.trainer.validate import preflight
 
 PAPER = {  # preset: (models, α, δ, δ_step) from hacpo-spec §4 and Table 5 (its "δ" column is 1 − δ)
     "paper_qwen3_1p7b_4b": (["Qwen/Qwen3-1.7B-Base", "Qwen/Qwen3-4B-Base"], 1.0, 0.2, 0.025),

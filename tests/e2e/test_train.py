@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
+from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
 

@@ -14,8 +14,8 @@ def tiny_run(tmp_path_factory) -> dict:
     Session-scoped, so the per-test environment of tests/conftest.py is not set yet: the store and the warm-start
     cache are passed explicitly (the cache folder is the one the other tests share).
     """
-    from hacrl_exp.config.preflight import preflight
     from hacrl_exp.trainer.loop import train
+    from hacrl_exp.trainer.validate import preflight
     from tests.e2e.tiny import tiny_overrides
 
     root = tmp_path_factory.mktemp("tiny_run")

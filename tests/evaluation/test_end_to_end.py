@@ -15,6 +15,7 @@ import torch
 from hacrl_exp.config.evaluate_schema import compose_evaluate, validate_evaluate
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.evaluation.checkpoints import load_checkpoint_agent, resolve_checkpoints
+from hacrl_exp.evaluation.inputs import check_inputs
 from hacrl_exp.evaluation.pipeline import headline_table, run_evaluation
 from hacrl_exp.evaluation.runner import EvalSettings, evaluate_agent
 
@@ -22,7 +23,9 @@ PAPER = ["math500", "math", "gsm8k", "aime2025", "amc23", "minerva", "olympiadbe
 
 
 def config(*overrides):
-    return validate_evaluate(compose_evaluate(list(overrides)))
+    settings = validate_evaluate(compose_evaluate(list(overrides)))
+    check_inputs(settings)
+    return settings
 
 
 def test_all_benchmarks_into_mlflow(tiny_run, data_dir, tmp_path):

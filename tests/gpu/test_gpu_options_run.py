@@ -5,9 +5,9 @@ import pytest
 from safetensors.torch import load_file
 
 from hacrl_exp.agents.lora import ADAPTER_DIR
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
+from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
 pytest.importorskip("peft", reason="LoRA needs peft (the .[lora] / .[dev] extra)")

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.evaluation.data import load_problems
 from hacrl_exp.evaluation.spec import load_benchmark
 from hacrl_exp.rewards import Grader
 from hacrl_exp.tasks.math import MathTask
 from hacrl_exp.tasks.rows import DataError, skipped_row_metrics
+from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
 

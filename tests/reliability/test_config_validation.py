@@ -15,10 +15,11 @@ import pytest
 from omegaconf import OmegaConf
 
 from hacrl_exp.config.evaluate_schema import EvaluateConfig, validate_evaluate
-from hacrl_exp.config.preflight import compose_config, preflight
+from hacrl_exp.config.preflight import compose_config
 from hacrl_exp.config.schema import Config
-from hacrl_exp.config.validate import _check_ranges, range_text, validate
+from hacrl_exp.config.validate import _check_ranges, range_text
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.trainer.validate import preflight, validate
 
 NUMBERS = (int, float)
 AGENT = "agents.members.opt_char"  # a member of the default preset (agents=pair)
@@ -121,7 +122,7 @@ def test_evaluate_out_of_range_names_key_value_and_range(key, value, spec):
     raw = OmegaConf.structured(EvaluateConfig)
     OmegaConf.update(raw, key, value)
     with pytest.raises(ConfigError) as info:
-        validate_evaluate(raw, check_inputs=False)
+        validate_evaluate(raw)
     assert str(info.value) == f"{key}={value!r} is out of range; allowed {range_text(spec)}"
 
 

@@ -27,11 +27,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.faults import CRASH_ENV
 from hacrl_exp.trainer.checkpoint import LATEST, find_checkpoint
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
+from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
 STEPS = 8

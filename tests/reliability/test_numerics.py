@@ -18,10 +18,10 @@ import hacrl_exp.trainer.loop as loop
 import hacrl_exp.trainer.rollouts as rollouts
 import hacrl_exp.trainer.step as update
 from hacrl_exp.algo import capability_aware_advantages
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.errors import NumericsError
-from hacrl_exp.trainer.capability import CapabilityEstimates
+from hacrl_exp.trainer.capability_estimates import CapabilityEstimates
 from hacrl_exp.trainer.metrics import read_metrics
+from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 from tests.reliability.hooks import on_step_start
 

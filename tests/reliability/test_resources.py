@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 
 import hacrl_exp.trainer.loop as loop
-from hacrl_exp.config.preflight import preflight
+from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 from tests.reliability.hooks import on_step_start
 

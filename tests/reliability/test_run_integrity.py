@@ -15,12 +15,12 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from hacrl_exp.config.preflight import compose_config, preflight
-from hacrl_exp.config.validate import validate
+from hacrl_exp.config.preflight import compose_config
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
 from hacrl_exp.trainer.runfolder import plan_run
+from hacrl_exp.trainer.validate import preflight, validate
 from tests.e2e.tiny import tiny_overrides
 from tests.reliability.test_crash_resume import deterministic, mlflow_histories
 

@@ -14,9 +14,10 @@ import pytest
 import torch
 
 from hacrl_exp.agents.agent import load_pretrained
-from hacrl_exp.config.preflight import compose_config, preflight
+from hacrl_exp.config.preflight import compose_config
 from hacrl_exp.config.schema import AgentConfig, ExecutorConfig, ModelConfig
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.trainer.validate import preflight
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted(

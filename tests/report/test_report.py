@@ -6,12 +6,12 @@ import sys
 
 import pytest
 
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.config.report_schema import validate_report
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.report.stats import seed_verdict, sign_flip_p
 from hacrl_exp.report.text import signed
 from hacrl_exp.trainer.loop import train
+from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
 METHODS = {"gspo": "GSPO", "gspo_x2": "GSPO×2", "hacpo": "HACPO", "hacpo_no_omega": "HACPO −ω"}
@@ -46,11 +46,13 @@ def store(tmp_path_factory):
 def evaluate_benchmark(root, uri):
     """`python -m hacrl_exp.evaluate`'s job on the final HACPO and GSPO×2 checkpoints: benchmark `arithmetic`."""
     from hacrl_exp.config.evaluate_schema import validate_evaluate
+    from hacrl_exp.evaluation.inputs import check_inputs
     from hacrl_exp.evaluation.pipeline import run_evaluation
 
     folders = [str(root / f"{m}_{s}") for m in ("hacpo", "gspo_x2") for s in SEEDS]
     settings = {"checkpoints": folders, "benchmarks": ["arithmetic"], "limit": 24, "bootstrap": 0, "threads": 1}
     config = validate_evaluate({**settings, "grader": {"workers": 1}, "tracking": {"uri": uri}})
+    check_inputs(config)
     run_evaluation(config, root / "eval")
 
 

@@ -20,12 +20,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.rewards import Grader, verl_math
 from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.base import Problem
 from hacrl_exp.tasks.math import MathTask, gold_answer
+from hacrl_exp.trainer.validate import preflight
 
 DATA = Path(__file__).parent / "data"
 REFERENCE = json.loads((DATA / "verl_reference.json").read_text(encoding="utf-8"))

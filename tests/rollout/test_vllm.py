@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.config.schema import VLLMConfig
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.rollout.hf import HFRolloutEngine, split_response
 from hacrl_exp.rollout.vllm import rollouts_from_outputs, sampling_kwargs, tokens_prompts
+from hacrl_exp.trainer.validate import preflight
 
 TOKENIZER = build_tokenizer("char", "0123456789+=,|")
 EOS, PAD = TOKENIZER.eos_token_id, TOKENIZER.pad_token_id

@@ -18,8 +18,8 @@ optuna = pytest.importorskip("optuna")
 import mlflow  # noqa: E402
 import yaml  # noqa: E402
 
-from hacrl_exp.config.preflight import preflight  # noqa: E402
-from hacrl_exp.run import config_dirs_of, overrides_of  # noqa: E402
+from hacrl_exp.config.cli import config_dirs_of, overrides_of  # noqa: E402
+from hacrl_exp.trainer.validate import preflight  # noqa: E402
 from tests.e2e.tiny import tiny_overrides  # noqa: E402
 
 EDGES = {"opt_char<-gpt2_bpe": ("opt_char", "gpt2_bpe"), "gpt2_bpe<-opt_char": ("gpt2_bpe", "opt_char")}
@@ -28,7 +28,7 @@ EDGES = {"opt_char<-gpt2_bpe": ("opt_char", "gpt2_bpe"), "gpt2_bpe<-opt_char": (
 def sweep_command(folder, study: str, *extra: str) -> list[str]:
     tiny = tiny_overrides("pair", steps=2)  # evaluations at steps 0, 1 (reported to the studies) and 2 (the value)
     return [
-        *(sys.executable, "-m", "hacrl_exp.run", "-m", "+sweep=alpha_pair", *tiny, "trainer.eval_every=1"),
+        *(sys.executable, "-m", "hacrl_exp.run", "-m", "+hparams_search=alpha_pair", *tiny, "trainer.eval_every=1"),
         *(f"hydra.sweep.dir={folder}", f"hydra.sweeper.study_name={study}", *extra),
     ]
 

@@ -50,7 +50,7 @@ def test_bad_settings_name_their_key(tmp_path, changes, key):
 
 
 def test_bad_sampler_on_the_command_line_is_one_line_exit_2(tmp_path):
-    command = [sys.executable, "-m", "hacrl_exp.run", "+sweep=alpha_pair", "hydra.sweeper.sampler.name=cmaes"]
+    command = [sys.executable, "-m", "hacrl_exp.run", "+hparams_search=alpha_pair", "hydra.sweeper.sampler.name=cmaes"]
     result = subprocess.run([*command, f"hydra.sweep.dir={tmp_path}"], capture_output=True, text=True, timeout=300)
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()

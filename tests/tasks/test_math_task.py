@@ -127,7 +127,7 @@ def test_skip_bad_rows_counts_them(tmp_path, grader):
     path = write(tmp_path / "bad.jsonl", lines)
     task = MathTask(path, bad_rows="skip", grader=grader)
     assert [p.id for p in task.train_set] == ["p0", "p1"]
-    assert task.skipped_rows == len(BAD_ROWS) + 2  # blank lines after the last row are not rows
+    assert task.bad_rows.skipped == len(BAD_ROWS) + 2  # blank lines after the last row are not rows
 
 
 def test_missing_ids_and_numbers(tmp_path, grader):

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
+from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
 pytest.importorskip("ray", reason="ray is not installed (pip install 'hacrl_exp[ray]')")
@@ -28,10 +28,17 @@ def same(a, b) -> bool:
     return a == b
 
 
+def listening_addresses() -> set[str]:
+    """IP addresses that this process and its children (a private Ray's GCS, raylet, workers) listen on."""
+    import psutil
+
+    me = psutil.Process()
+    pids = {me.pid} | {child.pid for child in me.children(recursive=True)}
+    return {c.laddr.ip for c in psutil.net_connections("inet") if c.status == "LISTEN" and c.pid in pids}
+
+
 def test_ray_actors_match_in_process_agents(tmp_path):
     import ray
-
-    from hacrl_exp.distributed import listening_addresses
 
     seen = {}
 

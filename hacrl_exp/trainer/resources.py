@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import psutil
 
+from hacrl_exp.agents.model_shapes import CHAR_VOCAB
 from hacrl_exp.algo import ALGORITHMS
 from hacrl_exp.config.schema import AgentConfig, Config
 from hacrl_exp.errors import ConfigError
 
 GIB = 2**30
 BYTES_PER_TOKEN_ROW = 24  # a rollout token kept for the step: id (8), old and new log-prob (4 + 4), masks, text
-CHAR_VOCAB = 128  # a char tokenizer's vocabulary is the task's alphabet plus specials: below this
 
 
 def model_bytes(agent: AgentConfig) -> int:

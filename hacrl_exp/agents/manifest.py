@@ -1,7 +1,9 @@
 """Checkpoint manifests: the size and SHA-256 of every file of a checkpoint, written when it is saved and checked
 before it is used, so a truncated or damaged file is named instead of failing deep inside a loader.
 
-A checkpoint without `manifest.json` (written before manifests existed) is taken as it is.
+A checkpoint without `manifest.json` (written before manifests existed) is taken as it is. It lives beside the agents
+it covers so that both the trainer (which writes checkpoints) and the evaluation harness (which reads them) can use it
+without either importing the other.
 """
 
 from __future__ import annotations

@@ -1,0 +1,40 @@
+"""The package layers of docs/architecture.md hold: the import-linter contracts of pyproject.toml are kept.
+
+CI runs only pytest, so this test runs `lint-imports` and fails with its report when a contract breaks.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import hacrl_exp
+
+ROOT = Path(__file__).resolve().parents[1]
+LINT = (
+    "import sys; from importlinter.cli import lint_imports; "
+    "sys.exit(lint_imports(config_filename='pyproject.toml', no_cache=True, no_logo=True))"
+)
+
+
+def test_import_contracts_are_kept():
+    pytest.importorskip("importlinter", reason='import-linter is in the dev extra: pip install -e ".[dev]"')
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, "-c", LINT], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, f"an import contract is broken (docs/architecture.md):\n{done.stdout}\n{done.stderr}"
+
+
+def test_every_top_level_module_has_a_layer():
+    """A new package or top-level module must be placed in the layers contract, else nothing checks it."""
+    tomllib = pytest.importorskip("tomllib", reason="Python 3.11+")
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["id"] == "layers")["layers"]
+    placed = {name.strip() for layer in layers for name in layer.split("|")}
+    package = Path(hacrl_exp.__file__).parent
+    present = {f"hacrl_exp.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
+    present |= {f"hacrl_exp.{p.parent.name}" for p in package.glob("*/__init__.py")}
+    assert present == placed, f"not in a layer: {sorted(present - placed)}; gone: {sorted(placed - present)}"
