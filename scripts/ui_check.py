@@ -46,20 +46,33 @@ def start_ui(store: str, port: int, log_path: Path) -> subprocess.Popen:
 
 
 def pick_runs(store: str, experiment: str | None) -> tuple[str, str, str]:
-    """(experiment id, a parent training run id, one of its agent runs' id): the newest finished training job."""
+    """(experiment id, a parent training run id, one of its agent runs' id): the newest finished job whose agents
+    share rollouts (they log cross/omega), else the newest finished job."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(store)
     experiments = [client.get_experiment_by_name(experiment)] if experiment else client.search_experiments()
+    found = []
     for exp in experiments:
-        parents = client.search_runs([exp.experiment_id], "tags.role = 'parent'", order_by=["start_time DESC"])
-        for parent in parents:
-            children = client.search_runs(
-                [exp.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'", max_results=1
-            )
+        query = "tags.role = 'parent' and attributes.status = 'FINISHED'"
+        for parent in client.search_runs([exp.experiment_id], query, order_by=["start_time DESC"]):
+            children = agent_runs(store, exp.experiment_id, parent.info.run_id)
             if children:
-                return exp.experiment_id, parent.info.run_id, children[0].info.run_id
-    raise SystemExit(f"no training job (a role=parent run with agent runs) in {store}")
+                sharing = any("cross/omega" in child.data.metrics for child in children)
+                found.append((not sharing, exp.experiment_id, parent.info.run_id, children[0].info.run_id))
+                if sharing:
+                    break
+    if not found:
+        raise SystemExit(f"no finished training job (a role=parent run with agent runs) in {store}")
+    return min(found, key=lambda f: f[0])[1:]
+
+
+def agent_runs(store: str, experiment_id: str, parent_id: str) -> list:
+    """The agent runs of one job."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store)
+    return client.search_runs([experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'")
 
 
 def page_errors(page) -> list[str]:
@@ -79,6 +92,35 @@ def shoot(page, url: str, path: Path, wait_for: str | None = None, settle_s: flo
     time.sleep(settle_s)  # charts draw after the data arrives
     page.screenshot(path=str(path), full_page=False)
     return page_errors(page)
+
+
+def model_training_view(page) -> None:
+    """Switch the UI to its "Model training" mode and close the assistant panel, as a researcher would once."""
+    toggle = page.get_by_text("Model training", exact=True)
+    if toggle.count():
+        toggle.first.click()
+    close = page.get_by_role("button", name="Close")
+    if close.count():
+        close.first.click()
+    time.sleep(1)
+
+
+def overlay_chart(page, url: str, path: Path, metric: str, agents: list[str]) -> list[str]:
+    """The experiment's chart view with every job expanded to its agent runs and the charts filtered to `metric`:
+    one chart whose legend must name every agent (the same key in each agent's run). Returns the problems seen."""
+    page.goto(url, wait_until="load")
+    page.wait_for_selector("text=Run Name", timeout=20_000)
+    time.sleep(3)
+    expanders = page.locator("button[data-component-id*='runnamecellrenderer']")
+    for i in range(expanders.count()):
+        expanders.nth(i).click()
+        time.sleep(0.5)
+    page.get_by_placeholder("Search metric charts").fill(metric)
+    time.sleep(4)
+    page.screenshot(path=str(path), full_page=False)
+    legend = page.inner_text("body")
+    missing = [a for a in agents if f"{a} ({metric})" not in legend]
+    return page_errors(page) + [f"{metric} chart has no line of {missing}"] * bool(missing)
 
 
 def broken_images(page) -> list[str]:
@@ -110,6 +152,9 @@ def main(argv: list[str] | None = None) -> int:
             failed: list[str] = []
             page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 500 else None)
             base = f"http://127.0.0.1:{port}/#/experiments/{experiment_id}"
+            page.goto(f"{base}/runs", wait_until="load")
+            page.wait_for_selector("text=Run Name", timeout=20_000)
+            model_training_view(page)
             pages = {
                 "runs_table": (f"{base}/runs", "text=Run Name"),
                 "agent_charts": (f"{base}/runs/{child_id}/model-metrics", "canvas, svg"),
@@ -120,6 +165,12 @@ def main(argv: list[str] | None = None) -> int:
                 errors = shoot(page, url, args.out / f"{name}.png", selector)
                 problems += [f"{name}: {e}" for e in errors]
                 print(f"{name}: {args.out / f'{name}.png'}" + (f"  ERRORS {errors}" if errors else ""))
+            agents = [r.data.tags.get("agent", "") for r in agent_runs(args.store, experiment_id, parent_id)]
+            errors = overlay_chart(
+                page, f"{base}/runs?compareRunsMode=CHART", args.out / "omega_overlay.png", "cross/omega", agents
+            )
+            problems += [f"omega_overlay: {e}" for e in errors]
+            print(f"omega_overlay: {args.out / 'omega_overlay.png'}" + (f"  ERRORS {errors}" if errors else ""))
             problems += [f"server error: {f}" for f in failed]
             if args.report:
                 page.goto(args.report.resolve().as_uri(), wait_until="load")
