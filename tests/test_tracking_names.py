@@ -4,10 +4,10 @@ import copy
 
 import pytest
 
-from hacrl_exp.config.preflight import preflight
 from hacrl_exp.tracking import flatten
 from hacrl_exp.tracking_names import applicable_params, method_name, run_name, run_tags
 from hacrl_exp.trainer.runfolder import config_params
+from hacrl_exp.trainer.validate import preflight
 
 
 @pytest.fixture(scope="module")
