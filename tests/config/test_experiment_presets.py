@@ -81,6 +81,15 @@ def test_table1_tiny_sweeps_the_whole_grid():
     assert node.launcher.n_jobs == 2 and "joblib" in node.launcher._target_.lower()
 
 
+def test_table1_tiny_10seeds_is_the_same_grid_over_ten_seeds_in_its_own_experiment():
+    base, ten = hydra_node(["experiment=paper_table1_tiny"]), hydra_node(["experiment=paper_table1_tiny_10seeds"])
+    assert ten.sweeper.params["+method"] == base.sweeper.params["+method"]
+    assert ten.sweeper.params["seed"].split(",") == [str(s) for s in range(10)]
+    config = preflight(["experiment=paper_table1_tiny_10seeds"])
+    assert config.tracking.experiment == config.tracking.tags["grid"] == "paper_table1_tiny_10seeds"  # never mixed
+    assert config.trainer.steps == preflight(["experiment=paper_table1_tiny"]).trainer.steps == 80
+
+
 @pytest.mark.parametrize("method", sorted(GRID_METHODS))
 def test_every_grid_job_composes_to_its_method(method):
     config = preflight(["experiment=paper_table1_tiny", f"+method={method}", "seed=2"])
