@@ -104,3 +104,9 @@ def progress_text(names: list[str], pool: dict, capability: CapabilityTracker, s
         partner = next((j for j in range(len(names)) if j != i), None)
         parts.append(text + (f" ω={float(rho[i, partner]):.2f}" if partner is not None else ""))
     return " | ".join(parts) + f" | {step_time:.2f}s/step"
+
+
+def is_timing_key(key: str) -> bool:
+    """A wall-clock metric (`time/*`, or any key in seconds, `*_s`): the one kind that differs between two runs of
+    the same config, so comparisons of runs skip it."""
+    return key.startswith("time/") or key.endswith("_s")

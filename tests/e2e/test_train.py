@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from hacrl_exp.trainer.loop import train
-from hacrl_exp.trainer.metrics import read_metrics
+from hacrl_exp.trainer.metrics import is_timing_key, read_metrics
 from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
@@ -110,7 +110,7 @@ def test_resume_matches_uninterrupted_run(tmp_path):
             (r["step"], r["agent"], k): v
             for r in rows
             for k, v in r.items()
-            if k not in ("step", "agent") and not k.startswith("time/")
+            if k not in ("step", "agent") and not is_timing_key(k)
         }
 
     a, b = comparable(full), comparable(resumed)

@@ -30,7 +30,7 @@ from safetensors.torch import load_file
 from hacrl_exp.faults import CRASH_ENV
 from hacrl_exp.trainer.checkpoint import LATEST, find_checkpoint
 from hacrl_exp.trainer.loop import train
-from hacrl_exp.trainer.metrics import read_metrics
+from hacrl_exp.trainer.metrics import is_timing_key, read_metrics
 from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
@@ -47,7 +47,7 @@ def deterministic(rows: list[dict]) -> dict[tuple, float]:
         (r["step"], r["agent"], k): v
         for r in rows
         for k, v in r.items()
-        if k not in ("step", "agent") and not k.startswith("time/")
+        if k not in ("step", "agent") and not is_timing_key(k)
     }
 
 
@@ -64,7 +64,7 @@ def mlflow_histories(store: str, experiment: str) -> dict[str, dict]:
         metrics = {
             key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
             for key in run.data.metrics
-            if not key.startswith("time/")
+            if not is_timing_key(key)
         }
         out[name] = {"run_id": run.info.run_id, "status": run.info.status, "metrics": metrics}
     return out

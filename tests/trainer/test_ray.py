@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hacrl_exp.trainer.loop import train
-from hacrl_exp.trainer.metrics import read_metrics
+from hacrl_exp.trainer.metrics import is_timing_key, read_metrics
 from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
@@ -60,7 +60,7 @@ def test_ray_actors_match_in_process_agents(tmp_path):
     for a, b in zip(rows["local"], rows["ray"]):
         assert a.keys() == b.keys()
         for key in a:
-            if not key.startswith("time/"):
+            if not is_timing_key(key):
                 assert same(a[key], b[key]), (a["step"], a["agent"], key, a[key], b[key])
                 compared += 1
     assert compared > 100
@@ -84,7 +84,7 @@ def test_a_ray_run_stopped_and_resumed_matches_an_uninterrupted_local_run(tmp_pa
     rows = {m: read_metrics(tmp_path / m / "metrics.jsonl") for m in ("local", "ray")}
     assert [(r["step"], r["agent"]) for r in rows["local"]] == [(r["step"], r["agent"]) for r in rows["ray"]]
     for a, b in zip(rows["local"], rows["ray"]):
-        for key in (k for k in a if not k.startswith("time/")):
+        for key in (k for k in a if not is_timing_key(k)):
             assert same(a[key], b[key]), (a["step"], a["agent"], key, a[key], b[key])
 
 
