@@ -164,6 +164,7 @@ def _run_benchmark(
         {
             "benchmark": spec.name,
             "problem_id": [p.id for p in owner],
+            "id": [p.id for p in owner],  # the trainer's eval records name it id: the same columns in both
             "category": [p.category for p in owner],
             "sample": [r % gen.samples for r in range(len(rollouts))],
             "prompt": [p.prompt for p in owner],

@@ -46,6 +46,13 @@ def question_text(problem: Problem) -> str:
     return problem.meta.get("problem_text", problem.prompt)
 
 
+def _describe(src: tuple[str, str | Path, str]) -> str:
+    kind, where, split = src
+    return (
+        str(where) if kind == "jsonl" else f"huggingface dataset {where} split {split}"
+    )  # no scheme: MLflow reads one
+
+
 def gold_answer(problem: Problem, compare: str) -> str:
     """The gold answer `compare` expects: as the data file writes it (`meta["answer_raw"]`) for 'verl', which
     normalises both sides itself as verl does; else the canonical `Problem.answer`."""
@@ -165,6 +172,16 @@ class MathTask:
         self._owns_grader = grader is None
         self.grader = grader or Grader(grader_timeout_s, grader_workers, grader_max_chars)
         self._perms: dict[int, np.ndarray] = {}
+
+    @property
+    def train_source(self) -> str:
+        """Where the training problems come from: the JSONL path, or `huggingface dataset <name> split <split>`."""
+        return _describe(self._train_src)
+
+    @property
+    def eval_source(self) -> str:
+        """Where the held-out problems come from: the JSONL path, or `huggingface dataset <name> split <split>`."""
+        return _describe(self._eval_src)
 
     @staticmethod
     def _source(path, data_dir, dataset: str, split: str) -> tuple[str, str | Path, str]:

@@ -73,6 +73,8 @@ def test_all_benchmarks_into_mlflow(tiny_run, data_dir, tmp_path):
         problems
     )
     assert set(samples["reason"]) <= {"correct", "wrong", "no_answer", "timeout", "grader_error"}
+    trainer_record = {"id", "category", "reward", "reason", "prompt", "response", "extracted", "gold"}
+    assert trainer_record <= set(samples)  # the same columns as the trainer's per-problem eval records
     assert (tmp_path / "opt_char_step2" / "summary.parquet").is_file() and (tmp_path / "summary.parquet").is_file()
 
 
