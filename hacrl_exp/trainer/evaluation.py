@@ -54,6 +54,17 @@ def accuracy_metrics(records: Sequence[dict]) -> dict[str, float]:
     return metrics
 
 
+def benchmark_problems(config, source: str = "auto") -> list[tuple[object, list[Problem]]]:
+    """Each of trainer.eval_benchmarks as (BenchmarkSpec, problems), loaded as the trainer evaluates them:
+    from task.data_dir, the first trainer.eval_benchmark_limit problems."""
+    from hacrl_exp.evaluation import load_benchmark
+    from hacrl_exp.evaluation.data import load_problems
+
+    specs = [load_benchmark(name) for name in config.trainer.eval_benchmarks]
+    limit = config.trainer.eval_benchmark_limit
+    return [(spec, load_problems(spec, config.task.data_dir, limit, source)) for spec in specs]
+
+
 class BenchmarkEvaluation:
     """trainer.eval_benchmarks scored with `hacrl_exp.evaluation.evaluate_agent`; problems load once.
 
@@ -64,16 +75,12 @@ class BenchmarkEvaluation:
         self.names = list(config.trainer.eval_benchmarks)
         if not self.names:
             return
-        from hacrl_exp.evaluation import EvalSettings, load_benchmark
-        from hacrl_exp.evaluation.data import load_problems
+        from hacrl_exp.evaluation import EvalSettings
 
         self.settings = EvalSettings(
             data_dir=config.task.data_dir, limit=config.trainer.eval_benchmark_limit, seed=config.seed, bootstrap=200
         )
-        specs = [load_benchmark(name) for name in self.names]
-        self.problems = {
-            s.name: load_problems(s, self.settings.data_dir, self.settings.limit, self.settings.source) for s in specs
-        }
+        self.problems = {spec.name: problems for spec, problems in benchmark_problems(config, self.settings.source)}
         self.grader = getattr(task, "grader", None)  # reuse the math task's running grader workers
 
     def metrics(self, agent: Agent) -> dict[str, float]:

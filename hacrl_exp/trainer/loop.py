@@ -35,7 +35,7 @@ from hacrl_exp.tracking_names import applicable_params, hydra_grid, run_name, ru
 from hacrl_exp.tracking_provenance import problems_dataset, source_tags
 from hacrl_exp.trainer.capability_estimates import CapabilityEstimates
 from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint, write_text_atomic
-from hacrl_exp.trainer.evaluation import accuracy_metrics
+from hacrl_exp.trainer.evaluation import accuracy_metrics, benchmark_problems
 from hacrl_exp.trainer.executor import make_executor
 from hacrl_exp.trainer.metrics import MetricsLog, final_metrics, progress_text, run_history
 from hacrl_exp.trainer.params import learner_params
@@ -55,16 +55,10 @@ def job_datasets(config: Config, task, eval_set: list) -> list[tuple[object, str
     datasets = [(problems_dataset(f"{name}/eval", eval_set, getattr(task, "eval_source", generated)), "eval")]
     if hasattr(task, "train_set"):
         datasets.append((problems_dataset(f"{name}/train", task.train_set, task.train_source), "train"))
-    if config.trainer.eval_benchmarks:
-        from hacrl_exp.evaluation import load_benchmark
-        from hacrl_exp.evaluation.data import load_problems
-
-        for benchmark in config.trainer.eval_benchmarks:
-            spec = load_benchmark(benchmark)
-            problems = load_problems(spec, config.task.data_dir, config.trainer.eval_benchmark_limit)
-            hub = (spec.hf or {}).get("path")
-            source = spec.local_file or (f"huggingface dataset {hub}" if hub else f"generated ({spec.path.name})")
-            datasets.append((problems_dataset(f"benchmark/{spec.name}", problems, source), "benchmark"))
+    for spec, problems in benchmark_problems(config):
+        hub = (spec.hf or {}).get("path")
+        source = spec.local_file or (f"huggingface dataset {hub}" if hub else f"generated ({spec.path.name})")
+        datasets.append((problems_dataset(f"benchmark/{spec.name}", problems, source), "benchmark"))
     return datasets
 
 

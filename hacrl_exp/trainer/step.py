@@ -23,6 +23,7 @@ import math
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 
 import torch
 from torch.nn.utils.rnn import pad_sequence
@@ -111,7 +112,7 @@ def build_batch(
         joint = capability_aware_advantages(rewards, columns, params.index, weights, params.adv_eps)
     else:
         joint = group_relative_advantages(rewards, params.adv_eps)
-    ends = torch.tensor([b.group_size for b in blocks]).cumsum(0).tolist()
+    ends = accumulate(b.group_size for b in blocks)
     advantages = [joint[:, end - b.group_size : end].reshape(-1) for b, end in zip(blocks, ends)]
     source = torch.tensor(rows["source"])
     return LearnerBatch(
@@ -211,7 +212,7 @@ def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list
     if params.sources:
         stats_all = cross_row_statistics(ratios, in_window, weights, cross, batch.advantages)
         metrics.update({f"cross/{k}": v for k, v in stats_all.items()})
-    for source in batch.source[~batch.is_self].unique().tolist():
+    for source in params.sources:
         per_source = cross_row_statistics(
             ratios, in_window, weights, cross & (batch.source == source), batch.advantages
         )
