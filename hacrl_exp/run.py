@@ -43,6 +43,8 @@ def hydra_main(cfg: DictConfig) -> dict:
         for agent, metrics in summary["evals"].get(step, {}).items():
             print(f"step {step:>5} {agent:>12}: held-out accuracy {metrics['accuracy/mean']:.3f}")
     print(f"{summary['seconds_per_step']:.3f} s/step; outputs in {summary['output_dir']}")
+    if summary.get("mlflow_ui"):
+        print(summary["mlflow_ui"])
     return summary  # a sweeper reads it from the job's return value
 
 

@@ -73,6 +73,8 @@ class NullTracker:
     def log_summary(self, metrics: dict[str, float], step: int) -> None: ...
     def log_model(self, folder: Path, agent: str, registered_name=None, artifact_path: str = "model") -> None: ...
     def close(self, status: str = "FINISHED") -> None: ...
+    def ui_hint(self) -> str | None:
+        return None
 
 
 class MlflowTracker:
@@ -102,7 +104,7 @@ class MlflowTracker:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(self.uri)
-        experiment_id = self._experiment(cfg.experiment)
+        experiment_id = self.experiment_id = self._experiment(cfg.experiment)
         self.pending: dict[str, list] = {}
         self.logged: dict[str, dict[str, int]] = {}
         self.system_metrics = None
@@ -150,6 +152,14 @@ class MlflowTracker:
         if "mlflow.note.content" not in found_tags:
             self.client.set_experiment_tag(experiment_id, "mlflow.note.content", EXPERIMENT_NOTE)
         return experiment_id
+
+    def ui_hint(self) -> str:
+        """How to open this experiment's runs in MLflow's UI. The link carries `workflowType=machine_learning`: MLflow
+        3's UI keeps a per-browser mode (GenAI by default) that the experiment's kind tag does not switch."""
+        page = f"#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
+        if self.uri.startswith("http"):
+            return f"MLflow: {self.uri.rstrip('/')}/{page}"
+        return f"MLflow: mlflow ui --backend-store-uri {self.uri} --host 127.0.0.1, then http://127.0.0.1:5000/{page}"
 
     def _start_system_metrics(self, cfg: TrackingConfig, resume: bool) -> None:
         """MLflow's own sampler of CPU, memory, disk, network (and GPU) use, logged to the parent run."""

@@ -17,6 +17,7 @@ import sys
 import time
 import urllib.request
 from pathlib import Path
+from urllib.parse import quote
 
 ERROR_TEXTS = ("Something went wrong", "Internal Server Error", "RESOURCE_DOES_NOT_EXIST", "Page not found")
 
@@ -94,27 +95,26 @@ def shoot(page, url: str, path: Path, wait_for: str | None = None, settle_s: flo
     return page_errors(page)
 
 
-def model_training_view(page) -> None:
-    """Switch the UI to its "Model training" mode and close the assistant panel, as a researcher would once."""
-    toggle = page.get_by_text("Model training", exact=True)
-    if toggle.count():
-        toggle.first.click()
+def close_assistant(page) -> None:
+    """Close the assistant panel MLflow 3 opens beside the runs, as a researcher would once."""
     close = page.get_by_role("button", name="Close")
     if close.count():
         close.first.click()
     time.sleep(1)
 
 
+def model_training_mode(page) -> list[str]:
+    """[] when the UI shows the "Model training" mode (what the run's printed link opens, no click needed)."""
+    mode = page.evaluate("() => window.localStorage.getItem('mlflow.workflowType')") or ""
+    return [] if "machine_learning" in mode else [f"the UI opened in mode {mode or 'GenAI (default)'}"]
+
+
 def overlay_chart(page, url: str, path: Path, metric: str, agents: list[str]) -> list[str]:
-    """The experiment's chart view with every job expanded to its agent runs and the charts filtered to `metric`:
-    one chart whose legend must name every agent (the same key in each agent's run). Returns the problems seen."""
+    """The chart view of one job's agent runs (`url` filters on their parent), charts filtered to `metric`: one
+    chart whose legend must name every agent (the same key in each agent's run). Returns the problems seen."""
     page.goto(url, wait_until="load")
     page.wait_for_selector("text=Run Name", timeout=20_000)
     time.sleep(3)
-    expanders = page.locator("button[data-component-id*='runnamecellrenderer']")
-    for i in range(expanders.count()):
-        expanders.nth(i).click()
-        time.sleep(0.5)
     page.get_by_placeholder("Search metric charts").fill(metric)
     time.sleep(4)
     page.screenshot(path=str(path), full_page=False)
@@ -152,22 +152,29 @@ def main(argv: list[str] | None = None) -> int:
             failed: list[str] = []
             page.on("response", lambda r: failed.append(f"{r.status} {r.url}") if r.status >= 500 else None)
             base = f"http://127.0.0.1:{port}/#/experiments/{experiment_id}"
-            page.goto(f"{base}/runs", wait_until="load")
+            mode = "workflowType=machine_learning"  # the link `python -m hacrl_exp.run` prints at the end
+            page.goto(f"{base}/runs?{mode}", wait_until="load")
             page.wait_for_selector("text=Run Name", timeout=20_000)
-            model_training_view(page)
+            problems += [f"runs_table: {e}" for e in model_training_mode(page)]
+            close_assistant(page)
             pages = {
-                "runs_table": (f"{base}/runs", "text=Run Name"),
+                "runs_table": (f"{base}/runs?{mode}", "text=Run Name"),
                 "agent_charts": (f"{base}/runs/{child_id}/model-metrics", "canvas, svg"),
                 "parent_overview": (f"{base}/runs/{parent_id}", "text=Metrics"),
-                "experiment_charts": (f"{base}/runs?compareRunsMode=CHART", "canvas, svg"),
+                "experiment_charts": (f"{base}/runs?{mode}&compareRunsMode=CHART", "canvas, svg"),
             }
             for name, (url, selector) in pages.items():
                 errors = shoot(page, url, args.out / f"{name}.png", selector)
                 problems += [f"{name}: {e}" for e in errors]
                 print(f"{name}: {args.out / f'{name}.png'}" + (f"  ERRORS {errors}" if errors else ""))
             agents = [r.data.tags.get("agent", "") for r in agent_runs(args.store, experiment_id, parent_id)]
+            one_job = quote(f"tags.mlflow.parentRunId = '{parent_id}'")  # MLflow charts only its first 10 runs
             errors = overlay_chart(
-                page, f"{base}/runs?compareRunsMode=CHART", args.out / "omega_overlay.png", "cross/omega", agents
+                page,
+                f"{base}/runs?{mode}&compareRunsMode=CHART&searchFilter={one_job}",
+                args.out / "omega_overlay.png",
+                "cross/omega",
+                agents,
             )
             problems += [f"omega_overlay: {e}" for e in errors]
             print(f"omega_overlay: {args.out / 'omega_overlay.png'}" + (f"  ERRORS {errors}" if errors else ""))

@@ -126,9 +126,10 @@ def _write(config: ReportConfig, data: ReportData, out: Path, name: str) -> Repo
     md += ["## Selection", "", render.selection_markdown(data.runs, selection, data.skipped), ""]
     md += ["## Main comparisons (family 1)", "", render.findings_markdown(found, level) or "No pair to compare.", ""]
     md += ["## Table 1: final held-out accuracy", ""]
-    md += [f"Mean over seeds (one value per seed: that run's last evaluation), with its {pct}% bootstrap interval "
-           "over seeds and problems (both resampled; inside [0, 1]). † the step-0 base has no per-problem answers: "
-           f"its interval is the {pct}% t-interval across seeds, cut to [0, 1].", ""]  # fmt: skip
+    md += [f"Mean over seeds (one value per seed: that run's last evaluation; the base: its step-0 evaluation), with "
+           f"its {pct}% percentile bootstrap interval over seeds and problems (both resampled, so it stays inside "
+           f"[0, 1]). † a row without per-problem answers in the store: the {pct}% t-interval across seeds, cut to "
+           "[0, 1].", ""]  # fmt: skip
     shown = accuracy[accuracy["method"].isin([tables.BASE, *main])]
     md += [render.accuracy_markdown(shown, columns), "", render.base_note(), ""]
     plots.final_bars(shown, out / "plots" / "final_accuracy.png", level)
@@ -272,7 +273,7 @@ STATS_TEXT = """\
     p = min(1, 2 · Σ_{{i ≤ min(b,c)}} C(b+c, i) / 2^(b+c)); it treats the pooled pairs as independent.
 - **Accuracy intervals (Table 1)**: percentile bootstrap over seeds and problems: seeds and problems are both resampled
   with replacement (a problem keeps all its seeds), statistic = mean over the drawn seeds of the category-weighted
-  accuracy; it stays inside [0, 1]. The step-0 base (no per-problem answers) uses the t-interval cut to [0, 1] (†).
+  accuracy; it stays inside [0, 1]. The step-0 base resamples its step-0 answers the same way.
 """
 
 

@@ -220,25 +220,32 @@ def load_curves(client, runs: pd.DataFrame) -> pd.DataFrame:
     return frame.sort_values(["run_id", "metric", "step"]).reset_index(drop=True)
 
 
-def final_eval_step(client, run_id: str) -> int | None:
-    """The last step with an eval/step_N artifact folder, or None."""
-    steps = [int(Path(a.path).name.split("_")[-1]) for a in client.list_artifacts(run_id, "eval") if a.is_dir]
-    return max(steps) if steps else None
+def eval_steps(client, run_id: str) -> list[int]:
+    """The steps with an eval/step_N artifact folder, ascending."""
+    return sorted(int(Path(a.path).name.split("_")[-1]) for a in client.list_artifacts(run_id, "eval") if a.is_dir)
 
 
 def load_problems(client, runs: pd.DataFrame) -> pd.DataFrame:
-    """(run_id, step, problem_id, category, score) from each run's final eval/step_N/<agent>.jsonl artifact."""
+    """(run_id, benchmark, step, problem_id, category, score) from each run's final eval/step_N/<agent>.jsonl
+    artifact, plus the step-0 answers of one run per (agent, seed): every method starts there from the same warm
+    start, so one run's step 0 is the base of all of them (the report's `base (step 0)` row)."""
     frames = []
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # one bar per small file is noise
+    based: set[tuple[str, int]] = set()
     with tempfile.TemporaryDirectory() as tmp:
         for run in runs.itertuples():
-            step = final_eval_step(client, run.run_id)
-            if step is None:
+            logged = eval_steps(client, run.run_id)
+            if not logged:
                 continue
-            path = client.download_artifacts(run.run_id, f"eval/step_{step:06d}/{run.agent}.jsonl", tmp)
-            records = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-            frame = pd.DataFrame(records).rename(columns={"id": "problem_id", "reward": "score"})
-            frames.append(frame[["problem_id", "category", "score"]].assign(run_id=run.run_id, step=step))
+            steps = [max(logged)]
+            if (run.agent, run.seed) not in based and 0 in logged[:-1]:
+                based.add((run.agent, run.seed))
+                steps.append(0)
+            for at in steps:
+                path = client.download_artifacts(run.run_id, f"eval/step_{at:06d}/{run.agent}.jsonl", tmp)
+                records = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+                frame = pd.DataFrame(records).rename(columns={"id": "problem_id", "reward": "score"})
+                frames.append(frame[["problem_id", "category", "score"]].assign(run_id=run.run_id, step=at))
     columns = ["run_id", "benchmark", "step", "problem_id", "category", "score"]
     if not frames:
         return pd.DataFrame(columns=columns)

@@ -84,8 +84,8 @@ def accuracy_table(
     """Rows (agent, method) × columns: Interval of the final accuracy, mean over seeds.
 
     The interval is the seed-and-problem bootstrap (stats.seed_problem_bootstrap, inside [0, 1]) when `data` holds
-    the per-problem answers of those runs; otherwise (the step-0 base, which has none) the t-interval across seeds
-    cut to [0, 1], and the row's `interval` says which ("bootstrap" / "t").
+    the per-problem answers of those runs (the base row: the step-0 answers); otherwise (a store without them) the
+    t-interval across seeds cut to [0, 1], and the row's `interval` says which ("bootstrap" / "t").
     """
     rows = []
     for agent in sorted(final["agent"].unique()):
@@ -109,10 +109,12 @@ def accuracy_table(
 
 
 def problem_matrix(data: ReportData, agent: str, method: str, column: str):
-    """(scores (seeds × problems), weights (problems,)) of the final per-problem answers, or None without any.
-    Weights are 1/|category| for the held-out mean (a mean over categories, as the logged metric), else 1."""
-    runs = data.runs[(data.runs["agent"] == agent) & (data.runs["method"] == method)]
-    scored = data.problems.merge(runs[["run_id", "seed"]], on="run_id")
+    """(scores (seeds × problems), weights (problems,)) of the final per-problem answers (for BASE: the step-0
+    answers), or None without any. Weights are 1/|category| for the held-out mean (a mean over categories, as the
+    logged metric), else 1."""
+    runs = data.runs[(data.runs["agent"] == agent) & ((data.runs["method"] == method) | (method == BASE))]
+    answers = data.problems[data.problems["step"] == 0] if method == BASE else final_answers(data.problems)
+    scored = answers.merge(runs[["run_id", "seed"]], on="run_id")
     if column in set(data.benchmarks["benchmark"]):
         scored = scored[scored["benchmark"] == column]
     else:
@@ -127,6 +129,11 @@ def problem_matrix(data: ReportData, agent: str, method: str, column: str):
     else:
         weights = None
     return wide.to_numpy(dtype=float), weights
+
+
+def final_answers(problems: pd.DataFrame) -> pd.DataFrame:
+    """The rows of each run's last evaluation (the loader adds step-0 rows for the base)."""
+    return problems[problems["step"] == problems.groupby("run_id")["step"].transform("max")]
 
 
 @dataclass(frozen=True)
@@ -219,7 +226,7 @@ def compare(
 def problem_pairs(data: ReportData, agent: str, a: str, b: str, seeds: list[int], column: str) -> pd.DataFrame:
     """(seed, problem_id, category, score_a, score_b): final answers of a and b at the same seed and problem."""
     runs = data.runs[(data.runs["agent"] == agent) & data.runs["seed"].isin(seeds)]
-    scored = data.problems.merge(runs[["run_id", "method", "seed"]], on="run_id")
+    scored = final_answers(data.problems).merge(runs[["run_id", "method", "seed"]], on="run_id")
     if column in set(data.benchmarks["benchmark"]):
         scored = scored[scored["benchmark"] == column]
     else:

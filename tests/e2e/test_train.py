@@ -70,6 +70,8 @@ def test_mlflow_parent_and_agent_runs(tmp_path):
         assert [d.dataset.name for d in mlrun.inputs.dataset_inputs] == ["arithmetic/eval"]
     experiment = client.get_experiment(parent.info.experiment_id)
     assert experiment.tags["mlflow.experimentKind"] == "custom_model_development"
+    link = f"#/experiments/{experiment.experiment_id}/runs?workflowType=machine_learning"  # opens "Model training"
+    assert summary["mlflow_ui"].endswith(link) and "--host 127.0.0.1" in summary["mlflow_ui"]
     assert "rollout.vllm.gpu_memory_utilization" not in parent.data.params  # rollout=hf: vllm settings pruned
     assert "task.hf_train" not in parent.data.params and parent.data.params["task.tiers"] == "['add2']"
     # the parent's summary: final held-out accuracy, rollouts, tokens, seconds

@@ -139,6 +139,31 @@ def test_table_numbers_match_mlflow(report):
             assert f"| {shown} |" in row  # tiny runs can score 0 everywhere: no spread, the mean alone
 
 
+def test_base_row_interval_is_the_bootstrap_of_the_step_0_answers(report):
+    """The base row resamples the step-0 answers (one run per agent and seed): a bootstrap interval in [0, 1]."""
+    from mlflow.tracking import MlflowClient
+
+    from hacrl_exp.report.tables import BASE
+
+    built, uri, _ = report
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("report_test")
+    table = built.accuracy.set_index(["agent", "method"])
+    for agent in ("opt_char", "gpt2_bpe"):
+        row = table.loc[(agent, BASE)]
+        assert row["interval"] == "bootstrap"
+        cell = row["mean"]
+        assert 0.0 <= cell.low <= cell.mean <= cell.high <= 1.0
+        starts = {}
+        for run in client.search_runs([experiment.experiment_id], f"tags.role = 'agent' and tags.agent = '{agent}'"):
+            parent = client.get_run(run.data.tags["mlflow.parentRunId"])
+            history = client.get_metric_history(run.info.run_id, "eval/accuracy/mean")
+            starts.setdefault(int(parent.data.tags["seed"]), set()).add(min(history, key=lambda m: m.step).value)
+        assert all(len(values) == 1 for values in starts.values())  # every method starts from the same warm start
+        assert cell.mean == pytest.approx(sum(v.pop() for v in starts.values()) / len(starts), abs=1e-12)
+        assert not any(line.startswith(f"| {agent} | {BASE} †") for line in built.markdown.splitlines())
+
+
 def test_paired_delta_equals_difference_of_logged_accuracies(report):
     built, uri, _ = report
     finals = final_from_mlflow(uri)
