@@ -19,6 +19,8 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
+PLOT = ".js-plotly-plot"
+"""A drawn MLflow metric chart (plotly); the sidebar's icons are svg too, so "svg" alone matches too early."""
 ERROR_TEXTS = ("Something went wrong", "Internal Server Error", "RESOURCE_DOES_NOT_EXIST", "Page not found")
 
 
@@ -29,11 +31,11 @@ def free_port() -> int:
 
 
 def start_ui(store: str, port: int, log_path: Path) -> subprocess.Popen:
-    """`mlflow ui` for the store on 127.0.0.1:port, waited for until it answers (60 s)."""
+    """`mlflow ui` for the store on 127.0.0.1:port, waited for until it answers (180 s: a loaded machine starts it slowly)."""
     mlflow = Path(sys.executable).with_name("mlflow")
     command = [str(mlflow), "ui", "--backend-store-uri", store, "--host", "127.0.0.1", "--port", str(port)]
     server = subprocess.Popen(command, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         try:
             urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=2)
@@ -43,7 +45,7 @@ def start_ui(store: str, port: int, log_path: Path) -> subprocess.Popen:
                 raise SystemExit(f"mlflow ui exited ({server.returncode}); see {log_path}") from None
             time.sleep(1)
     server.terminate()
-    raise SystemExit(f"mlflow ui did not answer on port {port} in 60 s; see {log_path}")
+    raise SystemExit(f"mlflow ui did not answer on port {port} in 180 s; see {log_path}")
 
 
 def pick_runs(store: str, experiment: str | None) -> tuple[str, str, str]:
@@ -85,14 +87,15 @@ def page_errors(page) -> list[str]:
 def shoot(page, url: str, path: Path, wait_for: str | None = None, settle_s: float = 4.0) -> list[str]:
     """Open url, wait for the app to render, save a full-page PNG; returns the errors seen."""
     page.goto(url, wait_until="load")  # the UI polls running runs: "networkidle" may never come
+    missing = []
     if wait_for:
         try:
-            page.wait_for_selector(wait_for, timeout=20_000)
-        except Exception:  # noqa: BLE001 - the screenshot shows what rendered instead
-            pass
+            page.wait_for_selector(wait_for, timeout=30_000)
+        except Exception:  # noqa: BLE001 - reported, and the screenshot shows what rendered instead
+            missing = [f"nothing matching {wait_for!r} rendered in 30 s"]
     time.sleep(settle_s)  # charts draw after the data arrives
     page.screenshot(path=str(path), full_page=False)
-    return page_errors(page)
+    return page_errors(page) + missing
 
 
 def close_assistant(page) -> None:
@@ -104,17 +107,33 @@ def close_assistant(page) -> None:
 
 
 def model_training_mode(page) -> list[str]:
-    """[] when the UI shows the "Model training" mode (what the run's printed link opens, no click needed)."""
-    mode = page.evaluate("() => window.localStorage.getItem('mlflow.workflowType')") or ""
-    return [] if "machine_learning" in mode else [f"the UI opened in mode {mode or 'GenAI (default)'}"]
+    """[] when the mode switch shows "Model training" selected. MLflow draws the unselected label in its secondary
+    (lighter) text colour, so the selected one is the darker of the two."""
+    darkness = page.evaluate(
+        """labels => labels.map(text => {
+            const span = [...document.querySelectorAll('span')].find(s => s.textContent.trim() === text);
+            if (!span) return null;
+            const [r, g, b] = getComputedStyle(span).color.match(/\\d+/g).map(Number);
+            return 765 - r - g - b;
+        })""",
+        ["Model training", "GenAI"],
+    )
+    if None in darkness:
+        return ["the GenAI / Model training switch is missing"]
+    return [] if darkness[0] > darkness[1] else ["the UI opened in GenAI mode, not Model training"]
 
 
 def overlay_chart(page, url: str, path: Path, metric: str, agents: list[str]) -> list[str]:
-    """The chart view of one job's agent runs (`url` filters on their parent), charts filtered to `metric`: one
-    chart whose legend must name every agent (the same key in each agent's run). Returns the problems seen."""
+    """The chart view of one job's agent runs (`url` filters on their parent, whose row is expanded), charts
+    filtered to `metric`: one chart whose legend must name every agent (the same key in each agent's run). Returns
+    the problems seen."""
     page.goto(url, wait_until="load")
     page.wait_for_selector("text=Run Name", timeout=20_000)
     time.sleep(3)
+    expanders = page.locator("button[data-component-id*='runnamecellrenderer']")
+    for i in range(expanders.count()):
+        expanders.nth(i).click()
+        time.sleep(0.5)
     page.get_by_placeholder("Search metric charts").fill(metric)
     time.sleep(4)
     page.screenshot(path=str(path), full_page=False)
@@ -159,12 +178,12 @@ def main(argv: list[str] | None = None) -> int:
             close_assistant(page)
             pages = {
                 "runs_table": (f"{base}/runs?{mode}", "text=Run Name"),
-                "agent_charts": (f"{base}/runs/{child_id}/model-metrics", "canvas, svg"),
-                "parent_overview": (f"{base}/runs/{parent_id}", "text=Metrics"),
-                "experiment_charts": (f"{base}/runs?{mode}&compareRunsMode=CHART", "canvas, svg"),
+                "agent_charts": (f"{base}/runs/{child_id}/model-metrics?{mode}", PLOT),
+                "parent_overview": (f"{base}/runs/{parent_id}?{mode}", "text=Metrics"),
+                "experiment_charts": (f"{base}/runs?{mode}&compareRunsMode=CHART", PLOT),
             }
             for name, (url, selector) in pages.items():
-                errors = shoot(page, url, args.out / f"{name}.png", selector)
+                errors = shoot(page, url, args.out / f"{name}.png", selector) + model_training_mode(page)
                 problems += [f"{name}: {e}" for e in errors]
                 print(f"{name}: {args.out / f'{name}.png'}" + (f"  ERRORS {errors}" if errors else ""))
             agents = [r.data.tags.get("agent", "") for r in agent_runs(args.store, experiment_id, parent_id)]
