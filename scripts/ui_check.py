@@ -31,7 +31,7 @@ def free_port() -> int:
 
 
 def start_ui(store: str, port: int, log_path: Path) -> subprocess.Popen:
-    """`mlflow ui` for the store on 127.0.0.1:port, waited for until it answers (180 s: a loaded machine starts it slowly)."""
+    """`mlflow ui` for the store on 127.0.0.1:port, waited for until it answers (180 s: slow on a loaded machine)."""
     mlflow = Path(sys.executable).with_name("mlflow")
     command = [str(mlflow), "ui", "--backend-store-uri", store, "--host", "127.0.0.1", "--port", str(port)]
     server = subprocess.Popen(command, stdout=log_path.open("w"), stderr=subprocess.STDOUT)

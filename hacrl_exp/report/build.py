@@ -161,8 +161,9 @@ def _write(config: ReportConfig, data: ReportData, out: Path, name: str) -> Repo
            "excluded), so they depend on the machine's load.", ""]  # fmt: skip
     md += ["## Mechanisms over training", ""]
     md += [f"Per agent: ω (the cross loss weight), P̂ (the capability estimate) and the share of cross rows inside "
-           f"the window, at every step, mean over seeds with a shaded {pct}% t-interval, for the methods that share "
-           "rollouts. Read from the runs' metrics cross/omega, train/p_hat and cross/in_window_share.",
+           f"the window, at every step, mean over seeds with a shaded {pct}% bootstrap interval over seeds, for the "
+           "methods that share rollouts. Read from the runs' metrics cross/omega, train/p_hat and "
+           "cross/in_window_share.",
            ""]  # fmt: skip
     sharing = [m for m in methods if m not in ("GSPO", "GSPO×2", "GRPO")]
     for agent in agents:

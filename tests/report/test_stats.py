@@ -11,12 +11,14 @@ from hacrl_exp.report.stats import (
     INDISTINGUISHABLE,
     MATCHED,
     NOT_ESTABLISHED,
+    Interval,
     holm,
     mcnemar_exact,
     mean_t_interval,
     paired_bootstrap,
     paired_t_power,
     paired_test,
+    seed_bootstrap_interval,
     seed_problem_bootstrap,
     seed_verdict,
     seeds_needed,
@@ -265,3 +267,22 @@ def test_seed_verdict_rules():
     assert seed_verdict(0.05, 0.2, 0.3) == NOT_ESTABLISHED
     assert seed_verdict(0.05, float("nan"), float("nan")) == NOT_ESTABLISHED
     assert seed_verdict(0.05, 0.03, 0.9, significance=0.01) == NOT_ESTABLISHED
+
+
+def test_seed_bootstrap_interval_two_seeds_hand_value():
+    """Seeds (0, 1): a resampled mean is 0, 0.5 or 1 with probability 1/4, 1/2, 1/4, so the 95% interval is [0, 1]
+    and the 40% interval (quantiles 0.3, 0.7) is [0.5, 0.5]."""
+    wide = seed_bootstrap_interval([0.0, 1.0], 0.95, n_boot=20_000)
+    assert (wide.mean, wide.low, wide.high, wide.n) == (0.5, 0.0, 1.0, 2)
+    narrow = seed_bootstrap_interval([0.0, 1.0], 0.40, n_boot=20_000)
+    assert (narrow.low, narrow.high) == (0.5, 0.5)
+
+
+def test_seed_bootstrap_interval_stays_in_the_range_of_the_seeds():
+    values = [0.02, 0.05, 0.97, 0.99, 0.01]
+    iv = seed_bootstrap_interval(values, 0.95)
+    t = mean_t_interval(values, 0.95)
+    assert t.low < 0.0  # the t-interval leaves [0, 1] here
+    assert min(values) <= iv.low < iv.mean < iv.high <= max(values)
+    assert seed_bootstrap_interval(values, 0.95) == iv  # seeded: the same interval every time
+    assert seed_bootstrap_interval([0.3], 0.95) == Interval(0.3, 0.3, 0.3, 1)
