@@ -18,8 +18,9 @@ Per agent, in bytes (P parameters, T trainable, b(x) bytes of dtype x; p = the t
   rollout.vllm.gpu_memory_utilization of each GPU, tensor-parallel over the agent's W GPUs.
 Placement: FSDP-style full sharding of weights, gradients, master and optimizer over W ranks (the working set is
 not sharded: each rank runs its own micro-batches), optionally offloaded to CPU (then the GPU holds only the units
-being computed); the smallest W per agent, disjoint GPUs per agent. Sharding (W > 1) is not implemented yet: the
-plan says what such a placement would need.
+being computed); the smallest W per agent, disjoint GPUs per agent. The run builds such a placement from
+agents.members.<name>.world_size and fsdp.offload (agents.sharding) and refuses, before any model loads, one whose
+peaks do not fit (trainer.resources.check_placement, with these same numbers).
 """
 
 from __future__ import annotations

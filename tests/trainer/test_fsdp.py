@@ -84,6 +84,10 @@ def test_an_agent_sharded_over_two_ranks_matches_the_unsharded_run(unsharded, tm
         assert mine.keys() == reference.keys()
         for key in reference:
             torch.testing.assert_close(mine[key], reference[key], rtol=1e-5, atol=1e-7)
+    # rank 0 holds its FSDP2 shard of every weight: the first ceil(rows / 2) rows of dim 0, in float32
+    shard = sum(math.ceil(t.shape[0] / 2) * t[0].numel() * 4 for t in final_weights(unsharded, "opt_char").values())
+    opt_rows = [r for r in rows if r["agent"] == "opt_char" and "memory/params_mib" in r]
+    assert opt_rows and opt_rows[-1]["memory/params_mib"] * 2**20 == shard
     step = tmp_path / "sharded" / "checkpoints" / f"step_{STEPS:06d}"
     assert sorted(p.name for p in (step / "optim" / "opt_char.dcp").iterdir()) == [
         ".metadata", "__0_0.distcp", "__1_0.distcp"
