@@ -3,9 +3,10 @@
     python -m benchmarks.sharded_step [--steps 4] [--out benchmarks/results/sharded_step.json]
 
 The agent is agents=solo's opt_char (OPT, hidden 96, 3 layers, char tokenizer; no warm start, so every response
-runs to rollout.max_new_tokens and each step does the same work), trained with algorithm=gspo on 8 prompts × G 8.
-Two ways, one after another, each timing phases 1–3 (rollout) and 5 (learn) per step, the first step dropped:
-  W = 1: one unsharded AgentWorker in this process, 2 torch threads;
+runs to rollout.max_new_tokens and each step does the same work), trained with algorithm=gspo on 8 prompts × G 8 and
+algorithm.kl_coef=0.001 (every reward is 0 untrained, so only the KL term gives rows to train, with a reference).
+Three ways, one after another, each timing phases 1–3 (rollout) and 5 (learn) per step, the first step dropped:
+  W = 1: one unsharded AgentWorker in this process, 1 and 2 torch threads;
   W = 2: two AgentWorker ranks (FSDP2 over gloo, hacrl_exp.agents.sharding), one process and 1 thread each.
 Communication: for one extra step, torch.profiler on rank 0 records the gloo collectives (FSDP2's all-gathers and
 reduce-scatters, the gradient-norm all-reduce) and the share of the step's wall time spent inside them. Every rank runs
@@ -30,6 +31,7 @@ OVERRIDES = [
     "agents=solo",
     "algorithm=gspo",
     "agents.members.opt_char.warm_start.steps=0",
+    "algorithm.kl_coef=0.001",  # untrained, every reward is 0: KL makes every own row train (a sharded reference too)
     "trainer.prompts_per_step=8",
     "trainer.group_size=8",
     "rollout.max_new_tokens=32",
@@ -72,8 +74,9 @@ def run_steps(worker, steps: int, profile: bool) -> dict:
             name = event.key.lower()
             if any(c in name for c in COLLECTIVES) and ("gloo" in name or "c10d" in name):
                 comm[event.key] = comm.get(event.key, 0.0) + event.cpu_time_total / 1e6
-        top = max(comm.values(), default=0.0)  # nested records (c10d op > gloo call) overlap: take the outermost
-        out |= {"profiled_step_s": wall, "collective_s": top, "collective_share": top / wall, "collectives": comm}
+        # gloo:<op> records span each collective's execution (c10d::<op> records only its launch): their sum
+        total = sum(v for k, v in comm.items() if k.startswith("gloo:"))
+        out |= {"profiled_step_s": wall, "collective_s": total, "collective_share": total / wall, "collectives": comm}
     return out
 
 
@@ -119,16 +122,20 @@ def main() -> None:
     parser.add_argument("--out", default="benchmarks/results/sharded_step.json")
     args = parser.parse_args()
     info = machine()
+    single = unsharded(args.steps, threads=1)
     one = unsharded(args.steps)
     two = sharded(args.steps)
     rows = [
+        ["W=1, 1 thread", f"{single['rollout_s']:.2f}", f"{single['learn_s']:.2f}", f"{single['step_s']:.2f}",
+         f"{single['step_s'] / one['step_s']:.2f}", "-"],
         ["W=1, 2 threads", f"{one['rollout_s']:.2f}", f"{one['learn_s']:.2f}", f"{one['step_s']:.2f}", "1.00", "-"],
         ["W=2 gloo, 1 thread/rank", f"{two['rollout_s']:.2f}", f"{two['learn_s']:.2f}", f"{two['step_s']:.2f}",
          f"{two['step_s'] / one['step_s']:.2f}", f"{100 * two['collective_share']:.0f}%"],
     ]  # fmt: skip
     print_table(["mode", "rollout s", "learn s", "s/step", "× W=1", "in collectives"], rows, "sharded step")
     print("collectives (s, one profiled step, rank 0):", {k: round(v, 3) for k, v in two["collectives"].items()})
-    write_json(args.out, {"machine": info, "end_load_average": machine()["load_average"], "W1": one, "W2": two})
+    payload = {"machine": info, "end_load_average": machine()["load_average"], "W1_1thread": single, "W1": one}
+    write_json(args.out, payload | {"W2": two})
 
 
 if __name__ == "__main__":
