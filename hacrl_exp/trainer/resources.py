@@ -103,7 +103,10 @@ def check_placement(config: Config) -> None:
     for name, agent in config.agents.members.items():
         if not on_gpus(config, name):
             continue
-        mem = agent_memory(config, name, agent)
+        try:
+            mem = agent_memory(config, name, agent)
+        except ConfigError:  # a hub model whose config.json is not on disk yet: its size is unknown before loading
+            continue
         world, offload = agent.world_size, agent.fsdp.offload
         peak = max(mem.peaks(world, offload, total))
         if peak <= usable:
