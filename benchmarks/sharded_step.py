@@ -69,14 +69,16 @@ def run_steps(worker, steps: int, profile: bool) -> dict:
             worker.rollout(worker.task.train_problems(steps + 1, t.prompts_per_step), t.group_size, sampling)
             worker.learn({}, torch.ones(1))
             wall = time.perf_counter() - started
-        comm = {}
+        comm, calls = {}, {}
         for event in prof.key_averages():
             name = event.key.lower()
             if any(c in name for c in COLLECTIVES) and ("gloo" in name or "c10d" in name):
                 comm[event.key] = comm.get(event.key, 0.0) + event.cpu_time_total / 1e6
+                calls[event.key] = calls.get(event.key, 0) + event.count
         # gloo:<op> records span each collective's execution (c10d::<op> records only its launch): their sum
         total = sum(v for k, v in comm.items() if k.startswith("gloo:"))
         out |= {"profiled_step_s": wall, "collective_s": total, "collective_share": total / wall, "collectives": comm}
+        out["collective_calls"] = calls
     return out
 
 
@@ -134,6 +136,7 @@ def main() -> None:
     ]  # fmt: skip
     print_table(["mode", "rollout s", "learn s", "s/step", "× W=1", "in collectives"], rows, "sharded step")
     print("collectives (s, one profiled step, rank 0):", {k: round(v, 3) for k, v in two["collectives"].items()})
+    print("collective calls (same step):", two["collective_calls"])
     payload = {"machine": info, "end_load_average": machine()["load_average"], "W1_1thread": single, "W1": one}
     write_json(args.out, payload | {"W2": two})
 

@@ -135,8 +135,11 @@ class AgentMemory:
         update = state + gathered + self.working + (0 if self.work.vllm_sleeps else budget)
         if self.work.vllm:
             return update, resting + budget
-        batch = min(-(-self.work.rollout_rows // world), self.work.max_batch)
-        return update, resting + gathered + batch * self.work.seq_len * self.kv_per_token
+        # HF generation on a sharded agent: every rank generates every row (agents.sharding keeps the sample stream
+        # of W = 1) on the full weights, gathered for the whole rollout
+        full = self.weights if world > 1 or offload else 0
+        batch = min(self.work.rollout_rows, self.work.max_batch)
+        return update, resting + full + batch * self.work.seq_len * self.kv_per_token
 
     def vllm_problem(self, world: int, gpu_bytes: int) -> str | None:
         """Why vLLM cannot run on W GPUs (tensor parallelism, its share too small), or None."""

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -25,7 +27,7 @@ from torch.distributed.checkpoint.state_dict import (
     set_model_state_dict,
     set_optimizer_state_dict,
 )
-from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from hacrl_exp.agents.agent import Agent
@@ -84,6 +86,25 @@ def shard_agent(agent: Agent, cfg: AgentConfig, offload: bool = False) -> Agent:
         trainable = [p for p in agent.model.parameters() if p.requires_grad]
         agent.optimizer = torch.optim.AdamW(trainable, lr=defaults["lr"], weight_decay=defaults["weight_decay"])
     return agent
+
+
+@contextmanager
+def gathered(*models: torch.nn.Module | None) -> Iterator[None]:
+    """Keep every FSDP unit of `models` gathered from its first forward to the end of the block, then reshard.
+
+    For generation, scoring and evaluation (no gradients): one all-gather per unit per block instead of one per
+    forward, and generation runs a forward per new token. The rank holds the full weights meanwhile (in the
+    gathered dtype), as verl's FSDP workers do when they sync weights into vLLM; the values are the same gathered
+    shards either way, so results do not change."""
+    modules = [m for model in models if model is not None for m in model.modules() if isinstance(m, FSDPModule)]
+    for module in modules:
+        module.set_reshard_after_forward(False, recurse=False)
+    try:
+        yield
+    finally:
+        for module in modules:
+            module.set_reshard_after_forward(True, recurse=False)
+            module.reshard()
 
 
 def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -62,9 +62,10 @@ class AgentWorker:
     own from config.task, which gives the same prompts and grades.
     group: set for one rank of a sharded agent (FSDP2, hacrl_exp.agents.sharding). Every rank then runs every call
     on the same inputs with the same random stream, which is what makes W ranks exactly one W = 1 agent:
-      - rollout, evaluate: an FSDP forward is a collective, so all ranks run the same forwards (generation and
-        scoring see the full weights, all-gathered layer by layer) and draw the same samples; rank 0's are returned.
-        Generation is not data-parallel over the ranks: splitting the rows would change the sample stream.
+      - rollout, evaluate: an FSDP forward is a collective, so all ranks run the same forwards and draw the same
+        samples; rank 0's are returned. Each unit is all-gathered at its first forward and kept gathered until the
+        call ends (`agents.sharding.gathered`): generation runs on the full weights, one all-gather per unit per
+        call. Generation is not data-parallel over the ranks: splitting the rows would change the sample stream.
       - learn: every rank runs the whole batch (same micro-batches, same forward/backward count), so each rank's
         gradient is the W = 1 gradient and FSDP's reduce-scatter, an average over ranks, returns it unchanged; each
         rank then steps AdamW on its shard. Sharding saves memory (weights, gradients, AdamW state: 1/W each), not
@@ -115,7 +116,7 @@ class AgentWorker:
         agents see and the seconds of each phase."""
         times = dict.fromkeys(("generate", "reward", "score_own"), 0.0)
         score_batch = self.config.trainer.micro_batch_size
-        with self._own_rng():
+        with self._own_rng(), self._gathered():
             self._own = collect_rollouts(
                 self.agent, self.index, problems, group, sampling, self.task, score_batch, times
             )
@@ -141,7 +142,7 @@ class AgentWorker:
 
     def evaluate(self, problems: Sequence[Problem], max_new_tokens: int) -> tuple[list[dict], dict[str, float]]:
         """Greedy answers to the held-out problems, one record per problem, and trainer.eval_benchmarks metrics."""
-        with self._own_rng():
+        with self._own_rng(), self._gathered():
             return greedy_answers(self.agent, self.task, problems, max_new_tokens), self.benchmarks.metrics(self.agent)
 
     def save(self, folder: str | Path) -> None:
@@ -167,6 +168,15 @@ class AgentWorker:
             close()
         if self.group is not None and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+
+    def _gathered(self):
+        """A sharded agent's weights gathered for a no-gradient call (agents.sharding.gathered); else nothing."""
+        if self.group is None:
+            return nullcontext()
+        from hacrl_exp.agents.sharding import gathered
+
+        reference = self.agent.reference if isinstance(self.agent.reference, torch.nn.Module) else None
+        return gathered(self.agent.model, reference)
 
     def _rng_devices(self):
         cuda = [self.device.index or 0] if self.device.type == "cuda" else []
