@@ -9,7 +9,8 @@ built locally, so nothing is downloaded. Training agents keep float32 master wei
 in bf16 under autocast, with gradient checkpointing; the LoRA row trains r=16 adapters on a frozen bf16 base.
 Generation runs through the HF rollout engine (and the vLLM one when vllm imports); the training steps run the
 trainer's own scoring (old log-probs), batch building (re-tokenisation, advantages) and `trainer.step.update` on
-synthetic rollouts of fixed length. A step excludes generation (measured on its own rows).
+synthetic rollouts of fixed length. A step excludes generation (measured on its own rows). Two more rows shard one
+agent with FSDP2 over a one-rank group (offload off, on) and print its peak next to the planner's (benchmarks.gpu_fsdp).
 
 MFU = model FLOPs / (seconds × peak). Model FLOPs: 2·N per token forward, 4·N per token backward (2·N when the
 weights are frozen, as under LoRA), N = parameters (tied embeddings once); attention-score FLOPs and gradient
@@ -32,6 +33,7 @@ import torch
 import transformers
 
 from benchmarks.common import print_table, write_json
+from benchmarks.gpu_fsdp import measure_fsdp
 from benchmarks.gpu_workload import (
     SMOKE,
     Sizes,
@@ -88,6 +90,12 @@ def main(argv: list[str] | None = None) -> dict:
     else:
         rows.append(["HACPO step, LoRA", "skipped: peft not installed"])
     rows.append(["vLLM generate (LoRA agent, merged weights)", *_vllm_row(lora_agent, sizes, device, results)])
+    del lora_agent
+    results |= measure_fsdp(sizes, device, tokenizer, mixed)
+    for offload in ("off", "on"):
+        r = results[f"fsdp_offload_{offload}"]
+        label = f"FSDP2 W=1 GSPO step, offload {offload} (planner: {r['planned_gib']:.1f} GiB)"
+        rows.append(_training_row(label, r))
 
     print_table(
         ["measurement", "tokens", "s", "tokens/s", "TFLOP/s", "MFU", "peak GiB (device)", "resident GiB/agent"],

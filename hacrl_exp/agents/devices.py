@@ -63,15 +63,20 @@ def agent_devices(config: Config, n_gpus: int | None = None) -> dict[str, torch.
     return {name: torch.device(device) for name, device in placed.items()}
 
 
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """The part of a tensor this process holds: a sharded (DTensor) parameter's local shard, else the tensor."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
 def _bytes(tensors) -> int:
-    return sum(t.numel() * t.element_size() for t in tensors)
+    return sum(_local(t).numel() * t.element_size() for t in tensors)
 
 
 def _unique(tensors) -> list[torch.Tensor]:
     seen, out = set(), []
     for t in tensors:
-        if t.data_ptr() not in seen:
-            seen.add(t.data_ptr())
+        if _local(t).data_ptr() not in seen:
+            seen.add(_local(t).data_ptr())
             out.append(t)
     return out
 
@@ -87,11 +92,11 @@ def resident_memory(model: torch.nn.Module, optimizer: torch.optim.Optimizer | N
     if optimizer is not None:
         for entry in optimizer.state.values():
             state += [v for v in entry.values() if torch.is_tensor(v)]
-    owned = {t.data_ptr() for t in params}
-    ref = [p for p in _unique(list(reference.parameters())) if p.data_ptr() not in owned] if reference else []
+    owned = {_local(t).data_ptr() for t in params}
+    ref = [p for p in _unique(list(reference.parameters())) if _local(p).data_ptr() not in owned] if reference else []
     return {
         "memory/params_mib": _bytes(params) / MIB,
-        "memory/trainable_params": float(sum(p.numel() for p in params if p.requires_grad)),
+        "memory/trainable_params": float(sum(p.numel() for p in params if p.requires_grad)),  # global, all ranks
         "memory/grads_mib": _bytes(grads) / MIB,
         "memory/optimizer_mib": _bytes(state) / MIB,
         "memory/reference_mib": _bytes(ref) / MIB,

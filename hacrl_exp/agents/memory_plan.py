@@ -18,8 +18,9 @@ Per agent, in bytes (P parameters, T trainable, b(x) bytes of dtype x; p = the t
   rollout.vllm.gpu_memory_utilization of each GPU, tensor-parallel over the agent's W GPUs.
 Placement: FSDP-style full sharding of weights, gradients, master and optimizer over W ranks (the working set is
 not sharded: each rank runs its own micro-batches), optionally offloaded to CPU (then the GPU holds only the units
-being computed); the smallest W per agent, disjoint GPUs per agent. Sharding (W > 1) is not implemented yet: the
-plan says what such a placement would need.
+being computed); the smallest W per agent, disjoint GPUs per agent. The run builds such a placement from
+agents.members.<name>.world_size and fsdp.offload (agents.sharding) and refuses, before any model loads, one whose
+peaks do not fit (trainer.resources.check_placement, with these same numbers).
 """
 
 from __future__ import annotations
@@ -134,8 +135,11 @@ class AgentMemory:
         update = state + gathered + self.working + (0 if self.work.vllm_sleeps else budget)
         if self.work.vllm:
             return update, resting + budget
-        batch = min(-(-self.work.rollout_rows // world), self.work.max_batch)
-        return update, resting + gathered + batch * self.work.seq_len * self.kv_per_token
+        # HF generation on a sharded agent: every rank generates every row (agents.sharding keeps the sample stream
+        # of W = 1) on the full weights, gathered for the whole rollout
+        full = self.weights if world > 1 or offload else 0
+        batch = min(self.work.rollout_rows, self.work.max_batch)
+        return update, resting + full + batch * self.work.seq_len * self.kv_per_token
 
     def vllm_problem(self, world: int, gpu_bytes: int) -> str | None:
         """Why vLLM cannot run on W GPUs (tensor parallelism, its share too small), or None."""

@@ -73,6 +73,13 @@ class LoraConfig:
 
 
 @dataclass
+class FsdpConfig:
+    offload: bool = False
+    """FSDP2's CPUOffloadPolicy: parameters, gradients and AdamW state in host RAM, the optimizer step on the CPU.
+    Makes the agent a sharded agent (a Ray rank group, even at world_size 1)."""
+
+
+@dataclass
 class AgentConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
@@ -93,6 +100,14 @@ class AgentConfig:
     (the least-loaded first, hacrl_exp.agents.devices.place_agents), else CPU."""
     lora: LoraConfig = field(default_factory=LoraConfig)
     """Low-rank adapters for large agents: agents.members.<name>.lora.r=16 turns them on."""
+    world_size: int = field(default=1, metadata=rng(1, 4096))
+    """Ranks the agent spans (FSDP2 full sharding, hacrl_exp.agents.sharding): W > 1 needs executor=ray, which starts
+    W actors on one node with their own process group (gloo on CPU, NCCL on GPU). docs/distributed.md."""
+    fsdp: FsdpConfig = field(default_factory=FsdpConfig)
+    """FSDP2 settings of a sharded agent."""
+    placement: Optional[str] = None
+    """A Ray custom resource (e.g. node_a, from `ray start --resources '{"node_a": 1}'`): the agent's actors go to a
+    node that has it. Needs executor=ray."""
 
 
 @dataclass

@@ -233,6 +233,22 @@ def _check_gpu(config: Config) -> None:
         )
 
 
+def _check_sharding(config: Config, key: str, agent) -> None:
+    """world_size, fsdp.offload and placement need Ray actors; sharding is not combined with LoRA or vLLM yet."""
+    sharded = agent.world_size > 1 or agent.fsdp.offload
+    asked = f"{key}.world_size={agent.world_size}" if agent.world_size > 1 else f"{key}.fsdp.offload=true"
+    if sharded and config.executor.backend != "ray":
+        raise ConfigError(f"{asked} needs executor=ray (each rank is a Ray actor); add executor=ray")
+    if agent.placement is not None and config.executor.backend != "ray":
+        raise ConfigError(f"{key}.placement={agent.placement!r} needs executor=ray; add executor=ray or drop it")
+    if sharded and agent.lora.r > 0:
+        raise ConfigError(f"{asked} with {key}.lora.r={agent.lora.r}: sharded LoRA agents are not built; pick one")
+    if sharded and config.rollout.backend == "vllm":
+        raise ConfigError(
+            f"{asked} with rollout=vllm: tensor-parallel vLLM for sharded agents is not built; use rollout=hf"
+        )
+
+
 def looks_like_local_path(path: str) -> bool:
     """A hub id is 'org/name' or 'name'; anything absolute, relative-dotted or deeper is a filesystem path."""
     return path.startswith(("/", ".", "~")) or path.count("/") > 1 or os.sep != "/" and os.sep in path
@@ -269,6 +285,7 @@ def _check_semantics(config: Config) -> None:
                 f"rollout.max_new_tokens={config.rollout.max_new_tokens} leaves no room for a prompt in {key}'s "
                 f"{agent.model.max_positions} positions; raise {key}.model.max_positions or lower it"
             )
+        _check_sharding(config, key, agent)
         if agent.model.source == "tiny" and agent.model.hidden_size % agent.model.num_heads:
             raise ConfigError(
                 f"{key}.model.hidden_size={agent.model.hidden_size} is not divisible by "

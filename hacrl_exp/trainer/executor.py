@@ -4,6 +4,11 @@ Both executors call the same `AgentWorker` methods with the same arguments and r
 a run gives the same metrics either way (tests/trainer/test_ray.py). Local workers run one after another;
 Ray actors run each phase in parallel, so a phase then takes as long as its slowest agent. The loop calls the
 typed methods of `Executor` (`rollout`, `learn`, `evaluate`, `save`, `load`); only `call` knows how.
+
+A sharded agent (agents.members.<name>.world_size W > 1 or fsdp.offload, hacrl_exp.agents.sharding) is W Ray actors,
+one per rank, packed on one node by a STRICT_PACK placement group and joined by their own process group. `call`
+hides them: every rank gets the same call, the agent's result is rank 0's. `agents.members.<name>.placement` names
+a Ray custom resource that the agent's actors ask for (PLACEMENT_SHARE each), so they land on a node that has it.
 """
 
 from __future__ import annotations
@@ -14,15 +19,29 @@ from typing import Any
 
 import torch
 
-from hacrl_exp.config.schema import Config, ExecutorConfig
+from hacrl_exp.agents.sharding import free_port
+from hacrl_exp.config.schema import AgentConfig, Config, ExecutorConfig
 from hacrl_exp.distributed import connect, import_ray
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks.base import Problem, Task
 from hacrl_exp.trainer.rollouts import SharedRollouts
-from hacrl_exp.trainer.worker import AgentWorker
+from hacrl_exp.trainer.worker import AgentWorker, RankGroup
 
 Times = dict[str, float]
+PLACEMENT_SHARE = 0.001
+"""Units of an agent's placement resource each of its actors reserves: a node with 1 unit hosts up to 1000."""
+PLACEMENT_TIMEOUT_S = 120.0
+
+
+def ranks(agent: AgentConfig) -> int:
+    """Ray actors of one agent: its world_size."""
+    return agent.world_size
+
+
+def sharded(agent: AgentConfig) -> bool:
+    """Whether the agent is built as an FSDP2 rank group (W > 1, or CPU offload at any W)."""
+    return agent.world_size > 1 or agent.fsdp.offload
 
 
 class Executor:
@@ -70,6 +89,10 @@ class Executor:
             values = [t.get(phase, 0.0) for t in per_worker]
             times[phase] += max(values) if self.parallel else sum(values)
 
+    def placement(self) -> dict[str, list[str]]:
+        """Per agent, the Ray node id of each of its ranks ({} when the agents run in this process)."""
+        return {}
+
     def close(self) -> None: ...
 
     def __enter__(self) -> Executor:
@@ -96,7 +119,8 @@ class LocalExecutor(Executor):
 
 
 class RayExecutor(Executor):
-    """Each agent a Ray actor that owns its model, optimizer and rollout engine; the driver keeps the loop.
+    """Each agent a Ray actor (a sharded one W actors) that owns its model, optimizer and rollout engine; the driver
+    keeps the loop. `workers` holds each agent's rank 0, `groups` all its ranks.
 
     A private Ray (executor.address null) listens on 127.0.0.1 only and is shut down by `close`.
     """
@@ -107,49 +131,112 @@ class RayExecutor(Executor):
         settings = config.executor
         self.ray = import_ray()
         self.owns_ray = connect(settings.address, settings.include_dashboard, settings.num_cpus, settings.runtime_env)
-        self.workers = []
-        n = len(config.agents.members)
+        self.workers, self.groups, self.placement_groups = [], [], []
+        members = config.agents.members
         threads = settings.threads_per_agent or config.trainer.threads or max(1, int(settings.cpus_per_agent))
-        resources = {"num_cpus": settings.cpus_per_agent, "num_gpus": settings.gpus_per_agent}
         try:
-            _check_fits(self.ray.cluster_resources(), n, settings)
-            self.workers = [
-                self.ray.remote(_ActorWorker).options(**resources).remote(config, i, threads) for i in range(n)
-            ]
+            cluster = self.ray.cluster_resources()
+            total = sum(ranks(m) for m in members.values())
+            _check_fits(cluster, total, settings, "agents" if total == len(members) else "agent ranks")
+            _check_placements(cluster, members)
+            self.groups = [self._start(config, i, member, threads) for i, member in enumerate(members.values())]
+            self.workers = [group[0] for group in self.groups]
             self.call_all("ready")  # build errors (a bad model path, ...) surface here, as in the local executor
+            names = list(members)
+            nodes = self.ray.get([actor.node_id.remote() for group in self.groups for actor in group])
+            it = iter(nodes)
+            self.nodes = {names[i]: [next(it) for _ in group] for i, group in enumerate(self.groups)}
         except BaseException:
             self.close()  # and the private Ray with it
             raise
 
+    def _start(self, config: Config, index: int, member: AgentConfig, threads: int) -> list:
+        """Start agent `index`'s actors: one, or a packed rank group with its rendezvous port."""
+        settings = config.executor
+        extra = {member.placement: PLACEMENT_SHARE} if member.placement else {}
+        actor = self.ray.remote(_ActorWorker)
+        options = {"num_cpus": settings.cpus_per_agent, "num_gpus": settings.gpus_per_agent, "resources": extra}
+        if not sharded(member):
+            return [actor.options(**options).remote(config, index, threads)]
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        bundle = {"CPU": settings.cpus_per_agent, "GPU": settings.gpus_per_agent, **extra}
+        group = placement_group([{k: v for k, v in bundle.items() if v}] * ranks(member), strategy="STRICT_PACK")
+        self.placement_groups.append(group)
+        name = list(config.agents.members)[index]
+        ready, _ = self.ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
+        if not ready:
+            raise ConfigError(
+                f"agents.members.{name}.world_size={member.world_size}: no Ray node has {member.world_size} × "
+                f"{bundle} free for its ranks (they share one node); lower world_size or executor.cpus_per_agent"
+            )
+
+        def at(rank: int) -> PlacementGroupSchedulingStrategy:
+            return PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)
+
+        # the rendezvous port is picked on the node that will host rank 0's store
+        port = self.ray.get(self.ray.remote(free_port).options(num_cpus=0, scheduling_strategy=at(0)).remote())
+        world = ranks(member)
+        return [
+            actor.options(**options, scheduling_strategy=at(r)).remote(
+                config, index, threads, None, RankGroup(r, world, port)
+            )
+            for r in range(world)
+        ]
+
     def call(self, method: str, args: Mapping[int, tuple]) -> dict[int, Any]:
-        refs = {i: getattr(self.workers[i], method).remote(*a) for i, a in args.items()}
+        refs = {i: [getattr(actor, method).remote(*a) for actor in self.groups[i]] for i, a in args.items()}
+        pending = [ref for group in refs.values() for ref in group]
         try:
-            values = self.ray.get(list(refs.values()))
+            while pending:  # the first failure at once: a failed rank leaves its peers waiting in a collective
+                done, pending = self.ray.wait(pending, num_returns=1)
+                self.ray.get(done)
+            return {i: self.ray.get(group[0]) for i, group in refs.items()}  # rank 0's result
         except self.ray.exceptions.RayTaskError as exc:  # re-raise the worker's own exception (a ConfigError, ...)
             raise exc.cause from None
-        return dict(zip(refs, values))
+
+    def placement(self) -> dict[str, list[str]]:
+        return dict(getattr(self, "nodes", {}))
 
     def close(self) -> None:
+        actors = [actor for group in self.groups for actor in group]
         try:  # let each actor stop its grader processes before it is killed
-            self.ray.get([worker.close.remote() for worker in self.workers], timeout=30)
+            self.ray.get([actor.close.remote() for actor in actors], timeout=30)
         except Exception:  # a dead or hung actor is killed below all the same
             pass
-        for worker in self.workers:
-            self.ray.kill(worker)
-        self.workers = []
+        for actor in actors:
+            self.ray.kill(actor)
+        if self.placement_groups:
+            from ray.util.placement_group import remove_placement_group
+
+            for group in self.placement_groups:
+                remove_placement_group(group)
+        self.workers, self.groups, self.placement_groups = [], [], []
         if self.owns_ray:
             self.ray.shutdown()
             self.owns_ray = False
 
 
-def _check_fits(cluster: dict[str, float], n_agents: int, settings: ExecutorConfig) -> None:
-    """Actors that can never be placed would wait forever: say so, naming the key to lower."""
+def _check_fits(cluster: dict[str, float], n_agents: int, settings: ExecutorConfig, what: str = "agents") -> None:
+    """Actors that can never be placed would wait forever: say so, naming the key to lower. n_agents: actors."""
     for key, resource in (("cpus_per_agent", "CPU"), ("gpus_per_agent", "GPU")):
         per_agent = getattr(settings, key)
         if per_agent * n_agents > cluster.get(resource, 0.0):
             raise ConfigError(
-                f"executor.{key}={per_agent:g} × {n_agents} agents needs {per_agent * n_agents:g} {resource}s but the "
+                f"executor.{key}={per_agent:g} × {n_agents} {what} needs {per_agent * n_agents:g} {resource}s but the "
                 f"Ray cluster has {cluster.get(resource, 0.0):g}; lower executor.{key} (fractions share a device)"
+            )
+
+
+def _check_placements(cluster: dict[str, float], members: Mapping[str, AgentConfig]) -> None:
+    """A placement resource no node has would leave the agent's actors pending forever: say so at start."""
+    for name, member in members.items():
+        need = PLACEMENT_SHARE * ranks(member)
+        if member.placement and cluster.get(member.placement, 0.0) < need:
+            raise ConfigError(
+                f"agents.members.{name}.placement={member.placement!r}: no node of the Ray cluster has that resource; "
+                f"start one with ray start --resources '{{\"{member.placement}\": 1}}' or drop the key"
             )
 
 
@@ -172,6 +259,12 @@ class _ActorWorker(AgentWorker):
     def close(self) -> None:
         if self._error is None:
             super().close()
+
+    def node_id(self) -> str:
+        """The Ray node this actor runs on, asked from inside it."""
+        import ray
+
+        return ray.get_runtime_context().get_node_id()
 
 
 def make_executor(config: Config, task: Task | None = None) -> Executor:

@@ -270,6 +270,7 @@ def _train(
         "run_ids": tracker.run_ids,
         "output_dir": str(output_dir),
         "stopped_early": stopped_early,
+        "placement": workers.placement(),  # Ray node id of each agent's ranks (executor=ray), else {}
         "mlflow_ui": tracker.ui_hint(),
     }
     write_text_atomic(output_dir / "summary.json", json.dumps(summary, indent=1))

@@ -1,32 +1,39 @@
-"""A rough memory estimate of a run, checked before anything loads: a model or a step that cannot fit the machine
-is refused in one line naming the key, instead of an allocation traceback or an out-of-memory kill minutes later.
+"""Memory checks of a run before anything loads: a model, a step or a placement that cannot fit the machine is
+refused in one line naming the key, instead of an allocation traceback or an out-of-memory kill minutes later.
 
-The estimate errs low (it counts what must be held, not allocator overhead), so it only refuses what surely does not
-fit: weights, gradients and AdamW state of every tiny model, and the rows a step keeps in memory.
+One code computes the bytes: the resource planner's (`hacrl_exp.agents.memory_plan`, `python -m hacrl_exp.plan`).
+`check_memory` compares the tiny agents' exact state (weights, gradients, master copy, AdamW state, reference) and the
+rows a step keeps with the host's available RAM; it errs low (no allocator overhead), so it only refuses what surely
+does not fit. `check_placement` refuses an agent on GPUs whose W / offload placement's per-GPU peak exceeds them.
 """
 
 from __future__ import annotations
 
 import psutil
 
-from hacrl_exp.agents.model_shapes import CHAR_VOCAB
+from hacrl_exp.agents.devices import agent_devices
+from hacrl_exp.agents.memory_plan import GIB, AgentMemory, estimate_agent, smallest_world, workload
+from hacrl_exp.agents.model_shapes import agent_shape
 from hacrl_exp.algo import ALGORITHMS
 from hacrl_exp.config.schema import AgentConfig, Config
 from hacrl_exp.errors import ConfigError
 
-GIB = 2**30
 BYTES_PER_TOKEN_ROW = 24  # a rollout token kept for the step: id (8), old and new log-prob (4 + 4), masks, text
 
 
-def model_bytes(agent: AgentConfig) -> int:
-    """Weights + gradients + two AdamW moments (float32) of a tiny model; 0 for a pretrained one (not known here)."""
+def agent_memory(config: Config, name: str, agent: AgentConfig) -> AgentMemory:
+    """The planner's estimate of one agent under `config` (a tiny agent's vocabulary at its upper bound)."""
+    shape = agent_shape(name, agent)
+    multiplier = ALGORITHMS[config.algorithm.name].rollout_multiplier
+    return estimate_agent(name, agent, shape, workload(config, agent, shape, multiplier))
+
+
+def model_bytes(config: Config, name: str, agent: AgentConfig) -> int:
+    """Weights + gradients + master copy + AdamW state + KL reference of a tiny model, all ranks together (the
+    planner's exact parts); 0 for a pretrained one, whose weights live on its GPUs (see `check_placement`)."""
     if agent.model.source != "tiny":
         return 0
-    m = agent.model
-    vocab = agent.tokenizer.vocab_size if agent.tokenizer.kind == "bpe" else CHAR_VOCAB
-    params = m.num_layers * 12 * m.hidden_size**2 + (vocab + m.max_positions) * m.hidden_size
-    copies = 1 if agent.frozen else 4
-    return params * 4 * copies
+    return agent_memory(config, name, agent).state
 
 
 def step_bytes(config: Config, agent: AgentConfig) -> int:
@@ -42,23 +49,79 @@ def step_bytes(config: Config, agent: AgentConfig) -> int:
 
 def check_memory(config: Config, available: int | None = None) -> None:
     """Refuse a config whose models or step rows need more than the machine's available memory (RAM; the estimate
-    is compared with RAM for GPU runs too, where it is a lower bound of the host's share)."""
+    is compared with RAM for GPU runs too, where it is a lower bound of the host's share), then a GPU placement
+    that cannot fit (`check_placement`)."""
     available = psutil.virtual_memory().available if available is None else available
-    models = {name: model_bytes(agent) for name, agent in config.agents.members.items()}
-    steps = sum(step_bytes(config, agent) for agent in config.agents.members.values())
+    members = config.agents.members
+    models = {name: model_bytes(config, name, agent) for name, agent in members.items()}
+    steps = sum(step_bytes(config, agent) for agent in members.values())
     total = sum(models.values()) + steps
-    if total <= available:
-        return
-    have = f"this machine has {available / GIB:.1f} GiB available"
-    biggest = max(models, key=models.get)
-    if models[biggest] >= steps:
-        key = f"agents.members.{biggest}.model.hidden_size={config.agents.members[biggest].model.hidden_size}"
+    if total > available:
+        have = f"this machine has {available / GIB:.1f} GiB available"
+        biggest = max(models, key=models.get)
+        if models[biggest] >= steps:
+            key = f"agents.members.{biggest}.model.hidden_size={members[biggest].model.hidden_size}"
+            raise ConfigError(
+                f"{key}: the model needs about {models[biggest] / GIB:.1f} GiB with its gradients and optimizer, "
+                f"{have}; lower hidden_size or num_layers"
+            )
         raise ConfigError(
-            f"{key}: the model needs about {models[biggest] / GIB:.1f} GiB with its gradients and optimizer, {have}; "
-            "lower hidden_size or num_layers"
+            f"trainer.group_size={config.trainer.group_size}: a step keeps about {steps / GIB:.1f} GiB of rollouts "
+            f"(trainer.prompts_per_step × group_size rows per agent), {have}; lower trainer.group_size or "
+            "trainer.prompts_per_step"
         )
-    raise ConfigError(
-        f"trainer.group_size={config.trainer.group_size}: a step keeps about {steps / GIB:.1f} GiB of rollouts "
-        f"(trainer.prompts_per_step × group_size rows per agent), {have}; lower trainer.group_size or "
-        "trainer.prompts_per_step"
-    )
+    check_placement(config)
+
+
+def gpu_bytes(config: Config) -> int | None:
+    """Memory of one GPU: cluster.gpu_memory_gb, else the smallest visible GPU's; None when neither is known
+    (a driver without GPUs in front of a Ray cluster: then nothing is checked here)."""
+    if config.cluster.gpu_memory_gb:
+        return int(config.cluster.gpu_memory_gb * GIB)
+    import torch
+
+    if not torch.cuda.is_available() or torch.cuda.device_count() == 0:
+        return None
+    return min(torch.cuda.get_device_properties(i).total_memory for i in range(torch.cuda.device_count()))
+
+
+def on_gpus(config: Config, name: str) -> bool:
+    """Whether agent `name` runs on GPUs: Ray actors with executor.gpus_per_agent > 0, or a CUDA device here."""
+    if config.executor.backend == "ray":
+        return config.executor.gpus_per_agent > 0
+    return agent_devices(config)[name].type == "cuda"
+
+
+def check_placement(config: Config) -> None:
+    """Refuse, before any model loads, an agent whose configured world_size / fsdp.offload on GPUs of
+    `gpu_bytes(config)` needs more per GPU than they hold (less cluster.headroom_gb): the planner's peaks
+    (`AgentMemory.peaks`), the same numbers `python -m hacrl_exp.plan` prints."""
+    total = gpu_bytes(config)
+    if total is None:
+        return
+    usable = total - int(config.cluster.headroom_gb * GIB)
+    for name, agent in config.agents.members.items():
+        if not on_gpus(config, name):
+            continue
+        try:
+            mem = agent_memory(config, name, agent)
+        except ConfigError:  # a hub model whose config.json is not on disk yet: its size is unknown before loading
+            continue
+        world, offload = agent.world_size, agent.fsdp.offload
+        peak = max(mem.peaks(world, offload, total))
+        if peak <= usable:
+            continue
+        key = f"agents.members.{name}"
+        fit = smallest_world(mem, 4096, total, usable, offload)
+        fix = f"{key}.world_size={fit}" if fit else "LoRA or a shorter sequence"
+        if not fit and not offload and smallest_world(mem, 4096, total, usable, True):
+            fix = f"{key}.fsdp.offload=true"
+        raise ConfigError(
+            f"{key}.world_size={world} (fsdp.offload={str(offload).lower()}) needs {_size(peak)} per GPU, "
+            f"the GPUs hold {_size(usable)} usable (cluster.headroom_gb={config.cluster.headroom_gb:g} kept); "
+            f"use {fix} (python -m hacrl_exp.plan proposes a placement)"
+        )
+
+
+def _size(n: int) -> str:
+    return f"{n / GIB:.1f} GiB" if abs(n) >= GIB else f"{n / 2**20:.1f} MiB"

@@ -70,10 +70,24 @@ def config_params(config: Config) -> dict:
     return redact_secrets(json.loads(json.dumps(asdict(config))))
 
 
+AGENT_DEFAULTS = {"world_size": "1", "fsdp.offload": "False"}
+"""Sharding keys of an agent that are left out of the comparison at these values, so a checkpoint written before
+they existed still resumes. Another value changes the checkpoint's layout (optim/<name>.dcp), so it must stay."""
+
+
 def _flat(params: dict) -> dict[str, str]:
     from hacrl_exp.tracking import flatten
 
-    return {k: v for k, v in flatten(params).items() if not k.startswith(MAY_CHANGE) and k not in MAY_CHANGE}
+    def kept(key: str, value: str) -> bool:
+        if key.startswith(MAY_CHANGE) or key in MAY_CHANGE:
+            return False
+        if key.startswith("agents.members."):
+            field = key.split(".", 3)[3]
+            # where an agent's actors run (placement) does not change what is trained
+            return field != "placement" and AGENT_DEFAULTS.get(field) != value
+        return True
+
+    return {k: v for k, v in flatten(params).items() if kept(k, v)}
 
 
 def config_hash(params: dict) -> str:

@@ -8,6 +8,10 @@ per-problem evaluation records out; the sources' `SharedRollouts` and the capabi
 which runs the learner's step (hacrl_exp.trainer.step) with its `LearnerParams`, resolved once here.
 Token ids, per-token log-probs and weights stay with their agent (checkpoints are written by each worker).
 
+A sharded agent (agents.members.<name>.world_size W > 1, or fsdp.offload) is W workers, one per rank, each a Ray
+actor built with its `RankGroup`; every rank runs every call on the same inputs (see `AgentWorker`), and the executor
+returns rank 0's result.
+
 Randomness: every worker owns a torch random stream seeded from (seed, agent index) and swapped in around each
 call, so an agent draws the same samples whether it shares a process with the other agents or runs alone.
 """
@@ -16,7 +20,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,6 +38,7 @@ from hacrl_exp.trainer.checkpoint import load_agent_state, save_agent_state
 from hacrl_exp.trainer.evaluation import BenchmarkEvaluation, greedy_answers
 from hacrl_exp.trainer.params import learner_params
 from hacrl_exp.trainer.rollouts import SharedRollouts, SourceRollouts, collect_rollouts
+from hacrl_exp.trainer.sharded_checkpoint import load_sharded_agent_state, save_sharded_agent_state
 
 
 def stream_seed(seed: int, index: int) -> int:
@@ -40,23 +46,55 @@ def stream_seed(seed: int, index: int) -> int:
     return int(np.random.SeedSequence([seed, index]).generate_state(1, dtype=np.uint64)[0])
 
 
+@dataclass(frozen=True)
+class RankGroup:
+    """This worker's place in its agent's process group: rank of world, rendezvous at 127.0.0.1:port."""
+
+    rank: int
+    world: int
+    port: int
+
+
 class AgentWorker:
     """Agent `index` of config.agents.members, built where this object lives (warm start cached on disk).
 
     task: the driver's task when the worker shares its process (one grader for all agents); else it builds its
     own from config.task, which gives the same prompts and grades.
+    group: set for one rank of a sharded agent (FSDP2, hacrl_exp.agents.sharding). Every rank then runs every call
+    on the same inputs with the same random stream, which is what makes W ranks exactly one W = 1 agent:
+      - rollout, evaluate: an FSDP forward is a collective, so all ranks run the same forwards and draw the same
+        samples; rank 0's are returned. Each unit is all-gathered at its first forward and kept gathered until the
+        call ends (`agents.sharding.gathered`): generation runs on the full weights, one all-gather per unit per
+        call. Generation is not data-parallel over the ranks: splitting the rows would change the sample stream.
+      - learn: every rank runs the whole batch (same micro-batches, same forward/backward count), so each rank's
+        gradient is the W = 1 gradient and FSDP's reduce-scatter, an average over ranks, returns it unchanged; each
+        rank then steps AdamW on its shard. Sharding saves memory (weights, gradients, AdamW state: 1/W each), not
+        compute: exactness first (data-parallel micro-batches would split the work; not built).
     """
 
-    def __init__(self, config: Config, index: int, threads: int | None = None, task: Task | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        index: int,
+        threads: int | None = None,
+        task: Task | None = None,
+        group: RankGroup | None = None,
+    ) -> None:
         if threads:
             torch.set_num_threads(threads)
-        self.config, self.index = config, index
+        self.config, self.index, self.group = config, index, group
         self.names = list(config.agents.members)
         self.owns_task = task is None
         self.task = build_task(config.task) if task is None else task
         # its device: agents.members.<name>.device, else trainer.device; 'auto' places agents over the GPUs this
         # process sees, for a Ray actor the executor.gpus_per_agent GPUs Ray gave it (hacrl_exp.agents.devices)
         self.agent = make_agent(config, self.task, None, index)
+        if group is not None:
+            from hacrl_exp.agents.sharding import init_rank_group, shard_agent
+
+            init_rank_group(group.rank, group.world, group.port, self.agent.model.device)
+            member = config.agents.members[self.agent.name]
+            shard_agent(self.agent, member, member.fsdp.offload)
         self.params = learner_params(config).get(index)  # None for a frozen agent
         self.benchmarks = BenchmarkEvaluation(config, self.task)
         self.device = self.agent.model.device
@@ -78,7 +116,7 @@ class AgentWorker:
         agents see and the seconds of each phase."""
         times = dict.fromkeys(("generate", "reward", "score_own"), 0.0)
         score_batch = self.config.trainer.micro_batch_size
-        with self._own_rng():
+        with self._own_rng(), self._gathered():
             self._own = collect_rollouts(
                 self.agent, self.index, problems, group, sampling, self.task, score_batch, times
             )
@@ -104,16 +142,22 @@ class AgentWorker:
 
     def evaluate(self, problems: Sequence[Problem], max_new_tokens: int) -> tuple[list[dict], dict[str, float]]:
         """Greedy answers to the held-out problems, one record per problem, and trainer.eval_benchmarks metrics."""
-        with self._own_rng():
+        with self._own_rng(), self._gathered():
             return greedy_answers(self.agent, self.task, problems, max_new_tokens), self.benchmarks.metrics(self.agent)
 
     def save(self, folder: str | Path) -> None:
         """Write this agent's part of an unpublished checkpoint folder (weights, optimizer, random stream)."""
-        save_agent_state(self.agent, Path(folder), self.rng)
+        if self.group is not None:
+            save_sharded_agent_state(self.agent, Path(folder), self.rng, self.group.rank)
+        else:
+            save_agent_state(self.agent, Path(folder), self.rng)
 
     def load(self, folder: str | Path) -> None:
         """Restore this agent from checkpoint `folder`."""
-        rng = load_agent_state(Path(folder), self.agent)
+        if self.group is not None:
+            rng = load_sharded_agent_state(Path(folder), self.agent)
+        else:
+            rng = load_agent_state(Path(folder), self.agent)
         if rng is not None:
             self.rng = rng
 
@@ -122,6 +166,17 @@ class AgentWorker:
         close = getattr(self.task, "close", None)
         if self.owns_task and close is not None:
             close()
+        if self.group is not None and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+    def _gathered(self):
+        """A sharded agent's weights gathered for a no-gradient call (agents.sharding.gathered); else nothing."""
+        if self.group is None:
+            return nullcontext()
+        from hacrl_exp.agents.sharding import gathered
+
+        reference = self.agent.reference if isinstance(self.agent.reference, torch.nn.Module) else None
+        return gathered(self.agent.model, reference)
 
     def _rng_devices(self):
         cuda = [self.device.index or 0] if self.device.type == "cuda" else []

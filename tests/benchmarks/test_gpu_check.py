@@ -23,12 +23,13 @@ def test_gpu_check_smoke_runs_with_torch_and_transformers_only(tmp_path):
     )
     assert result.returncode == 0, result.stderr[-3000:]
     table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
-    assert len(table) == 1 + 6  # one table: header + HF generate ×2, GSPO, HACPO, HACPO LoRA, vLLM
+    assert len(table) == 1 + 8  # one table: header + HF generate ×2, GSPO, HACPO, HACPO LoRA, vLLM, FSDP2 ×2
     assert "vllm not installed" in result.stdout
     results = json.loads(out.read_text())
-    for key in ("gspo", "hacpo", "hacpo_lora"):
+    for key in ("gspo", "hacpo", "hacpo_lora", "fsdp_offload_off", "fsdp_offload_on"):
         assert results[key]["seconds"] > 0 and results[key]["flops"] > 0
         assert results[key]["resident_gib_per_agent"] > 0
+    assert results["fsdp_offload_on"]["planned_gib"] < results["fsdp_offload_off"]["planned_gib"]
     # a HACPO learner also trains on its partner's rows (those with a non-zero advantage), with the same scoring
     assert results["hacpo"]["flops"] > 1.3 * results["gspo"]["flops"]
     assert results["hf_generate_mixed"]["tokens"] > 0 and results["hf_generate_mixed"]["tokens_per_s"] > 0

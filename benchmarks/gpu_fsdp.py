@@ -1,0 +1,46 @@
+"""The GPU check's FSDP2 rows: one agent sharded over a process group of one rank (W = 1; one GPU cannot host two
+NCCL ranks), a GSPO step with CPU offload off and on, its peak memory next to the resource planner's prediction.
+
+W = 1 still runs FSDP2's machinery (per-layer all-gather and reduce-scatter units, MixedPrecisionPolicy with bf16
+parameters and float32 reduction on GPU, CPUOffloadPolicy), so the measured peak checks the planner's `peaks`
+for the placements it proposes with offload. On CPU (--smoke) the group is gloo and no peak is measured.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from benchmarks.gpu_workload import GIB, Sizes, make_agents, measure_training
+from hacrl_exp.agents.memory_plan import Workload, estimate_agent
+from hacrl_exp.agents.model_shapes import shape_from_hf_config
+from hacrl_exp.agents.sharding import free_port, init_rank_group, shard_agent
+from hacrl_exp.config.schema import AgentConfig, FsdpConfig, LoraConfig, ModelConfig
+
+
+def planned_peak(agent, cfg: AgentConfig, sizes: Sizes, offload: bool, gpu_bytes: int) -> float:
+    """The planner's update peak per GPU (GiB) for this agent, workload and W = 1 placement."""
+    rows = sizes.prompts * sizes.group
+    work = Workload(sizes.micro_batch, sizes.prompt_len + sizes.response_len, rows, rows, False, False, 0.0, True)
+    mem = estimate_agent(agent.name, cfg, shape_from_hf_config(agent.model.config), work)
+    return mem.peaks(1, offload, gpu_bytes)[0] / GIB
+
+
+def measure_fsdp(sizes: Sizes, device: torch.device, tokenizer, model_cfg: ModelConfig) -> dict[str, dict]:
+    """{'fsdp_offload_off': ..., 'fsdp_offload_on': ...}: measure_training's numbers plus 'planned_gib'."""
+    init_rank_group(0, 1, free_port(), device)
+    gpu_bytes = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 80 * GIB
+    out = {}
+    try:
+        for offload in (False, True):
+            cfg = AgentConfig(model=model_cfg, lr=1e-6, weight_decay=0.0, fsdp=FsdpConfig(offload=offload))
+            agents = make_agents(sizes, device, tokenizer, model_cfg, LoraConfig(), n=1)
+            shard_agent(agents[0], cfg, offload)
+            result = measure_training(agents, "gspo", sizes, device)
+            result["planned_gib"] = planned_peak(agents[0], cfg, sizes, offload, gpu_bytes)
+            out[f"fsdp_offload_{'on' if offload else 'off'}"] = result
+            del agents
+            if device.type == "cuda":
+                torch.cuda.empty_cache()
+    finally:
+        torch.distributed.destroy_process_group()
+    return out

@@ -1,0 +1,146 @@
+"""A sharded step vs an unsharded one on the same tiny agent: seconds per step, their ratio, the communication share.
+
+    python -m benchmarks.sharded_step [--steps 4] [--out benchmarks/results/sharded_step.json]
+
+The agent is agents=solo's opt_char (OPT, hidden 96, 3 layers, char tokenizer; no warm start, so every response
+runs to rollout.max_new_tokens and each step does the same work), trained with algorithm=gspo on 8 prompts × G 8 and
+algorithm.kl_coef=0.001 (every reward is 0 untrained, so only the KL term gives rows to train, with a reference).
+Three ways, one after another, each timing phases 1–3 (rollout) and 5 (learn) per step, the first step dropped:
+  W = 1: one unsharded AgentWorker in this process, 1 and 2 torch threads;
+  W = 2: two AgentWorker ranks (FSDP2 over gloo, hacrl_exp.agents.sharding), one process and 1 thread each.
+Communication: for one extra step, torch.profiler on rank 0 records the gloo collectives (FSDP2's all-gathers and
+reduce-scatters, the gradient-norm all-reduce) and the share of the step's wall time spent inside them. Every rank runs
+the whole batch (hacrl_exp.trainer.worker.AgentWorker), so W = 2 does twice the compute on two cores: the ratio
+shows the cost of sharding's communication and redundancy, not a speed-up.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+import torch.multiprocessing as mp
+
+from benchmarks.common import median, print_table, write_json
+from benchmarks.harness import machine
+
+OVERRIDES = [
+    "agents=solo",
+    "algorithm=gspo",
+    "agents.members.opt_char.warm_start.steps=0",
+    "algorithm.kl_coef=0.001",  # untrained, every reward is 0: KL makes every own row train (a sharded reference too)
+    "trainer.prompts_per_step=8",
+    "trainer.group_size=8",
+    "rollout.max_new_tokens=32",
+    "task.tiers=[add2]",
+    "tracking.backend=none",
+]
+COLLECTIVES = ("all_gather", "allgather", "reduce_scatter", "all_reduce", "allreduce", "broadcast")
+
+
+def run_steps(worker, steps: int, profile: bool) -> dict:
+    """Seconds of rollout and learn per step (first dropped), and on request one profiled step's collective share."""
+    from hacrl_exp.rollout.base import SamplingSettings
+
+    sampling = SamplingSettings(1.0, 1.0, max_new_tokens=worker.config.rollout.max_new_tokens)
+    t = worker.config.trainer
+    rollout, learn = [], []
+    for step in range(1, steps + 1):
+        started = time.perf_counter()
+        worker.rollout(worker.task.train_problems(step, t.prompts_per_step), t.group_size, sampling)
+        rolled = time.perf_counter()
+        worker.learn({}, torch.ones(1))
+        rollout.append(rolled - started)
+        learn.append(time.perf_counter() - rolled)
+    out = {
+        "rollout_s": median(rollout[1:]),
+        "learn_s": median(learn[1:]),
+        "step_s": median(rollout[1:]) + median(learn[1:]),
+    }
+    if profile:
+        from torch.profiler import ProfilerActivity
+        from torch.profiler import profile as torch_profile
+
+        with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
+            started = time.perf_counter()
+            worker.rollout(worker.task.train_problems(steps + 1, t.prompts_per_step), t.group_size, sampling)
+            worker.learn({}, torch.ones(1))
+            wall = time.perf_counter() - started
+        comm, calls = {}, {}
+        for event in prof.key_averages():
+            name = event.key.lower()
+            if any(c in name for c in COLLECTIVES) and ("gloo" in name or "c10d" in name):
+                comm[event.key] = comm.get(event.key, 0.0) + event.cpu_time_total / 1e6
+                calls[event.key] = calls.get(event.key, 0) + event.count
+        # gloo:<op> records span each collective's execution (c10d::<op> records only its launch): their sum
+        total = sum(v for k, v in comm.items() if k.startswith("gloo:"))
+        out |= {"profiled_step_s": wall, "collective_s": total, "collective_share": total / wall, "collectives": comm}
+        out["collective_calls"] = calls
+    return out
+
+
+def _rank(rank: int, world: int, port: int, steps: int, result: str) -> None:
+    from hacrl_exp.trainer.validate import preflight
+    from hacrl_exp.trainer.worker import AgentWorker, RankGroup
+
+    config = preflight([*OVERRIDES, "executor=ray", f"agents.members.opt_char.world_size={world}"])
+    worker = AgentWorker(config, 0, 1, None, RankGroup(rank, world, port))
+    out = run_steps(worker, steps, profile=True)
+    worker.close()
+    if rank == 0:
+        Path(result).write_text(json.dumps(out))
+
+
+def sharded(steps: int, world: int = 2) -> dict:
+    """W ranks, one spawned process and 1 thread each; rank 0's timings."""
+    from hacrl_exp.agents.sharding import free_port
+
+    with tempfile.TemporaryDirectory() as tmp:
+        result = str(Path(tmp) / "rank0.json")
+        ctx = mp.get_context("spawn")
+        port = free_port()
+        procs = [ctx.Process(target=_rank, args=(r, world, port, steps, result)) for r in range(world)]
+        for p in procs:
+            p.start()
+        for p in procs:
+            p.join()
+        return json.loads(Path(result).read_text())
+
+
+def unsharded(steps: int, threads: int = 2) -> dict:
+    from hacrl_exp.trainer.validate import preflight
+    from hacrl_exp.trainer.worker import AgentWorker
+
+    worker = AgentWorker(preflight(OVERRIDES), 0, threads)
+    return run_steps(worker, steps, profile=False)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--out", default="benchmarks/results/sharded_step.json")
+    args = parser.parse_args()
+    info = machine()
+    single = unsharded(args.steps, threads=1)
+    one = unsharded(args.steps)
+    two = sharded(args.steps)
+    rows = [
+        ["W=1, 1 thread", f"{single['rollout_s']:.2f}", f"{single['learn_s']:.2f}", f"{single['step_s']:.2f}",
+         f"{single['step_s'] / one['step_s']:.2f}", "-"],
+        ["W=1, 2 threads", f"{one['rollout_s']:.2f}", f"{one['learn_s']:.2f}", f"{one['step_s']:.2f}", "1.00", "-"],
+        ["W=2 gloo, 1 thread/rank", f"{two['rollout_s']:.2f}", f"{two['learn_s']:.2f}", f"{two['step_s']:.2f}",
+         f"{two['step_s'] / one['step_s']:.2f}", f"{100 * two['collective_share']:.0f}%"],
+    ]  # fmt: skip
+    print_table(["mode", "rollout s", "learn s", "s/step", "× W=1", "in collectives"], rows, "sharded step")
+    print("collectives (s, one profiled step, rank 0):", {k: round(v, 3) for k, v in two["collectives"].items()})
+    print("collective calls (same step):", two["collective_calls"])
+    payload = {"machine": info, "end_load_average": machine()["load_average"], "W1_1thread": single, "W1": one}
+    write_json(args.out, payload | {"W2": two})
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,134 @@
+"""An agent sharded over the W ranks of a torch.distributed process group with FSDP2 (`fully_shard`).
+
+Nothing here shards by hand: `shard_agent` applies `torch.distributed.fsdp.fully_shard` to every decoder layer and
+then to the root (embeddings, final norm and a tied output head form the root's unit), and rebuilds AdamW over the
+sharded parameters; the state-dict helpers are `torch.distributed.checkpoint.state_dict`'s. Every function here is
+a collective: all ranks of the group call it, in the same order.
+
+Precision: on CPU (gloo) the parameters stay in their dtype and gradients are reduced in it. On GPU, with
+`model.compute_dtype` set, FSDP's MixedPrecisionPolicy gathers parameters in that dtype (bf16) and reduces gradients
+in float32, the master weights and AdamW state staying float32 (the issue's "bf16 compute, float32 master/reduce").
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (
+    StateDictOptions,
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+)
+from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+from transformers.modeling_layers import GradientCheckpointingLayer
+
+from hacrl_exp.agents.agent import Agent
+from hacrl_exp.agents.precision import DTYPES
+from hacrl_exp.config.schema import AgentConfig
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now (the OS picks it), for a rank group's rendezvous store."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def init_rank_group(rank: int, world: int, port: int, device: torch.device) -> None:
+    """Join this process to its agent's process group: a TCP store on 127.0.0.1:port (rank 0 hosts it), gloo on
+    CPU, NCCL on GPU. The W ranks of one agent share a machine (the executor packs them, docs/distributed.md)."""
+    backend = "nccl" if device.type == "cuda" else "gloo"
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's pairs then connect over loopback, like the store
+    store = dist.TCPStore("127.0.0.1", port, world, is_master=rank == 0, use_libuv=True)
+    dist.init_process_group(backend, store=store, rank=rank, world_size=world)
+
+
+def decoder_layers(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The decoder layers of a transformers causal LM (OPT, GPT-2, Llama, Qwen3: its GradientCheckpointingLayers)."""
+    return [m for m in model.modules() if isinstance(m, GradientCheckpointingLayer)]
+
+
+def shard_agent(agent: Agent, cfg: AgentConfig, offload: bool = False) -> Agent:
+    """Shard `agent` in place over the default process group: `fully_shard` per decoder layer, then the root
+    (its reference too, when it has one); AdamW rebuilt over the sharded parameters with the same settings.
+
+    offload: FSDP's CPUOffloadPolicy (parameters, gradients and optimizer state in host RAM, the step on the CPU).
+    Returns the agent, whose model is now an FSDPModule: its forwards are collectives."""
+    device = next(agent.model.parameters()).device
+    mesh = dist.device_mesh.init_device_mesh(device.type, (dist.get_world_size(),))
+    mixed = cfg.model.compute_dtype is not None and device.type == "cuda"
+    mp = MixedPrecisionPolicy(DTYPES[cfg.model.compute_dtype], reduce_dtype=torch.float32) if mixed else None
+    policy: OffloadPolicy = CPUOffloadPolicy(pin_memory=device.type == "cuda") if offload else OffloadPolicy()
+    # reshard after every forward, the root too (FSDP2 keeps the root gathered by default): a no-grad forward
+    # (generation, scoring) would otherwise leave the root's plain unsharded tensors as the module's parameters
+    options = {
+        "mesh": mesh,
+        "offload_policy": policy,
+        "reshard_after_forward": True,
+        **({"mp_policy": mp} if mp else {}),
+    }
+    for module in [agent.model] + ([agent.reference] if isinstance(agent.reference, torch.nn.Module) else []):
+        for tensor in [*module.parameters(), *module.buffers()]:  # rank 0's weights everywhere (FSDP1's
+            dist.broadcast(tensor.data, 0)  # sync_module_states): a warm start computed per rank may differ in bits
+        for layer in decoder_layers(module):
+            fully_shard(layer, **options)
+        fully_shard(module, **options)
+    if agent.optimizer is not None:  # the old optimizer points at the unsharded parameters fully_shard replaced
+        defaults = agent.optimizer.defaults
+        trainable = [p for p in agent.model.parameters() if p.requires_grad]
+        agent.optimizer = torch.optim.AdamW(trainable, lr=defaults["lr"], weight_decay=defaults["weight_decay"])
+    return agent
+
+
+@contextmanager
+def gathered(*models: torch.nn.Module | None) -> Iterator[None]:
+    """Keep every FSDP unit of `models` gathered from its first forward to the end of the block, then reshard.
+
+    For generation, scoring and evaluation (no gradients): one all-gather per unit per block instead of one per
+    forward, and generation runs a forward per new token. The rank holds the full weights meanwhile (in the
+    gathered dtype), as verl's FSDP workers do when they sync weights into vLLM; the values are the same gathered
+    shards either way, so results do not change."""
+    modules = [m for model in models if model is not None for m in model.modules() if isinstance(m, FSDPModule)]
+    for module in modules:
+        module.set_reshard_after_forward(False, recurse=False)
+    try:
+        yield
+    finally:
+        for module in modules:
+            module.set_reshard_after_forward(True, recurse=False)
+            module.reshard()
+
+
+def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The unsharded state dict, gathered on rank 0 in CPU memory (other ranks get {}); a collective."""
+    return get_model_state_dict(model, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+
+
+def load_full_state_dict(model: torch.nn.Module, weights: dict[str, torch.Tensor]) -> None:
+    """Load a full (unsharded) state dict into a sharded model: each rank keeps its shard. Keys the dict lacks
+    (a tied output head that save_pretrained left out) keep their values; a collective."""
+    set_model_state_dict(model, weights, options=StateDictOptions(full_state_dict=True, strict=False))
+
+
+def save_sharded_optimizer(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: Path) -> None:
+    """Write the optimizer's state with torch.distributed.checkpoint: one file per rank plus rank 0's .metadata."""
+    import torch.distributed.checkpoint as dcp
+
+    dcp.save({"optim": get_optimizer_state_dict(model, optimizer)}, checkpoint_id=str(folder))
+
+
+def load_sharded_optimizer(model: torch.nn.Module, optimizer: torch.optim.Optimizer, folder: Path) -> None:
+    """Restore the optimizer state `save_sharded_optimizer` wrote (any W: DCP reshards on load)."""
+    import torch.distributed.checkpoint as dcp
+
+    state = {"optim": get_optimizer_state_dict(model, optimizer)}
+    dcp.load(state, checkpoint_id=str(folder))
+    set_optimizer_state_dict(model, optimizer, state["optim"])

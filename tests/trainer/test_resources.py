@@ -1,0 +1,66 @@
+"""The run's memory checks use the planner's numbers: a tiny agent's state is the planner's exact parts, and a GPU
+placement the planner rejects is refused before any model loads, in one line with exit code 2."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from hacrl_exp.agents.devices import MIB, resident_memory
+from hacrl_exp.agents.factory import make_agents
+from hacrl_exp.agents.memory_plan import estimate_agent, workload
+from hacrl_exp.agents.model_shapes import agent_shape
+from hacrl_exp.errors import ConfigError
+from hacrl_exp.tasks import build_task
+from hacrl_exp.trainer.resources import agent_memory, check_memory, check_placement, model_bytes
+from hacrl_exp.trainer.validate import preflight
+
+PAPER_ON_80GB = [
+    "experiment=paper_qwen3_4b_8b",
+    "executor=ray",
+    "executor.gpus_per_agent=1",
+    "cluster.gpu_memory_gb=80",
+]
+
+
+def test_model_bytes_are_the_planners_exact_parts_of_the_tiny_agents(tmp_path):
+    """model_bytes = weights + gradients + master + AdamW state + reference of the planner; with the tokenizer's
+    real vocabulary the planner's parts equal the allocation after one update, byte for byte."""
+    no_warm_start = ["agents.members.opt_char.warm_start.steps=0", "agents.members.gpt2_bpe.warm_start.steps=0"]
+    config = preflight([f"trainer.cache_dir={tmp_path}", "algorithm.kl_coef=0.001", *no_warm_start])
+    for agent in make_agents(config, build_task(config.task), device=torch.device("cpu")):
+        cfg = config.agents.members[agent.name]
+        assert model_bytes(config, agent.name, cfg) == agent_memory(config, agent.name, cfg).state
+        ids = torch.tensor([[1, 3, 4, 5, 6]])
+        agent.model(input_ids=ids, labels=ids).loss.backward()
+        agent.optimizer.step()
+        measured = resident_memory(agent.model, agent.optimizer, agent.reference)
+        shape = agent_shape(agent.name, cfg, vocab=len(agent.tokenizer))
+        exact = estimate_agent(agent.name, cfg, shape, workload(config, cfg, shape)).state
+        parts = ("params", "grads", "optimizer", "reference")
+        assert exact == sum(measured[f"memory/{p}_mib"] for p in parts) * MIB
+        assert model_bytes(config, agent.name, cfg) >= exact  # a char vocabulary counted at its upper bound
+
+
+def test_a_placement_the_planner_rejects_is_refused_naming_the_world_size_that_fits():
+    with pytest.raises(ConfigError, match=r"^agents.members.qwen3_4b.world_size=1 \(fsdp.offload=false\) needs "
+                                          r"102.6 GiB per GPU, the GPUs hold 76.0 GiB usable .* use "
+                                          r"agents.members.qwen3_4b.world_size=2"):  # fmt: skip
+        check_placement(preflight(PAPER_ON_80GB))
+    sharded = ["agents.members.qwen3_4b.world_size=2", "agents.members.qwen3_8b.world_size=5"]
+    check_placement(preflight([*PAPER_ON_80GB, *sharded]))  # the planner's placement (docs/gpu.md) passes
+    offloaded = ["agents.members.qwen3_4b.fsdp.offload=true", "agents.members.qwen3_8b.fsdp.offload=true"]
+    check_placement(preflight([*PAPER_ON_80GB, *offloaded]))  # W = 1 with CPU offload fits as well
+    check_memory(preflight(["experiment=paper_qwen3_4b_8b"]))  # no GPU and none declared: nothing to check
+
+
+def test_the_run_refuses_it_with_exit_code_2_before_loading_a_model(tmp_path):
+    command = [sys.executable, "-m", "hacrl_exp.run", *PAPER_ON_80GB, f"hydra.run.dir={tmp_path}/hydra",
+               f"trainer.output_dir={tmp_path}/run", "tracking.backend=none"]  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    lines = [x for x in result.stderr.splitlines() if x.strip()]
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("ConfigError: agents.members.qwen3_4b.world_size=1"), lines
