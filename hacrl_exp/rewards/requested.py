@@ -54,6 +54,7 @@ _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
 
 _DECIMAL_NUMBER = re.compile(r"\d\.\d|(?<![\d}])\.\d|\\overline")
 _MIXED_NUMBER = re.compile(r"^-?\s*\d+\s*\\[dt]?frac\s*\{?\d+\}?\s*\{?\d+\}?$")
+_LAST_UNIT = re.compile(r"(?:\s|\\[,;:! ])*\\(?:text|mbox|mathrm)\s*\{[^{}]{0,60}\}(?:\s|\\[,;:! ])*$")
 _FRACTION_FORM = re.compile(r"\\[dt]?frac|/")
 _RADICAL_ARG = re.compile(r"\\sqrt\s*\{\s*(\d+)\s*\}|\\sqrt\s*(\d)")
 _POWER_OF_TEN = re.compile(r"10\s*\^|\d[eE][-+]?\d")
@@ -115,15 +116,30 @@ def requested_forms(question: str | None) -> Requested:
     )
 
 
+def without_units(answer: str) -> str:
+    """`answer` without up to 4 trailing `\\text{…}` / `\\mbox{…}` / `\\mathrm{…}` units and their spacing, so
+    that `6\\frac{1}{6}\\text{ feet}` reads as a mixed number. Only the last 120 characters are searched: bounded
+    work on untrusted model output."""
+    number = answer.strip()
+    for _ in range(4):
+        cut = max(0, len(number) - 120)
+        unit = _LAST_UNIT.search(number, cut)
+        if unit is None:
+            break
+        number = number[: unit.start()]
+    return number.strip()
+
+
 def ignores_request(answer: str, canonical_answer: str, gold: str, forms: Requested) -> bool:
     """True when `answer` ignores a form the question asks for and the gold answer uses. Rules about how a number
     is written read the answer as extracted; rules about fractions and radicals read its canonical form (units gone,
     so `\\mathrm{m/s}` is no fraction)."""
     if forms == NOTHING:
         return False
-    if forms.mixed and not _MIXED_NUMBER.match(answer.strip()) and not _INTEGER.fullmatch(answer.strip()):
+    number = without_units(answer)
+    if forms.mixed and not _MIXED_NUMBER.match(number) and not _INTEGER.fullmatch(number):
         return True
-    if forms.fraction and not forms.decimal and (_DECIMAL_NUMBER.search(answer) or _MIXED_NUMBER.match(answer.strip())):
+    if forms.fraction and not forms.decimal and (_DECIMAL_NUMBER.search(answer) or _MIXED_NUMBER.match(number)):
         return True
     if (
         forms.decimal

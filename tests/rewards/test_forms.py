@@ -85,6 +85,11 @@ def test_canonical_is_linear_on_hostile_text():
         ("Express your answer as a common fraction.", "\\frac{3}{2}", "\\frac32", False),
         ("Round to the nearest hundredth.", "\\frac{5}{4}", "1.25", True),
         ("Express your answer as a mixed number.", "\\frac{9}{5}", "\\frac95", True),
+        # MATH train/prealgebra/678: the gold carries its unit; a mixed number with a unit is still one
+        ("Express your answer as a simplified mixed number.", "6\\frac{1}{6}\\text{ feet}", "6\\frac{1}{6}", False),
+        ("Express your answer as a simplified mixed number.", "6\\frac{1}{6} \\, \\mbox{ft}", "6\\frac{1}{6}", False),
+        ("Express your answer as a simplified mixed number.", "\\frac{37}{6}\\text{ feet}", "6\\frac{1}{6}", True),
+        ("Express your answer as a common fraction.", "1\\frac{1}{2}\\text{ cups}", "\\frac32", True),
         ("Express your answer in simplest radical form.", "\\sqrt{117}", "3\\sqrt{13}", True),
         ("Express your answer in simplest radical form.", "3\\sqrt{13}", "3\\sqrt{13}", False),
         ("Enter your answer using interval notation.", "x > 5", "(5,\\infty)", True),
@@ -99,6 +104,25 @@ def test_canonical_is_linear_on_hostile_text():
 )
 def test_requested_forms(question, answer, gold, ignored):
     assert ignores_request(answer, canonical(answer), gold, requested_forms(question)) is ignored
+
+
+def test_mixed_number_with_its_unit_grades_right_against_the_gold():
+    from hacrl_exp.rewards.grader import comparisons
+
+    question = "How much taller is the oak tree than the elm tree? Express your answer as a simplified mixed number."
+    gold = "6\\frac{1}{6}\\text{ feet}"
+    assert comparisons(gold, gold, question) != "wrong"
+    assert comparisons("\\frac{37}{6}", gold, question) == "wrong"
+
+
+def test_units_are_stripped_in_bounded_time():
+    from hacrl_exp.rewards.requested import without_units
+
+    assert without_units("5!\\text{ ways}") == "5!"
+    start = time.perf_counter()
+    for hostile in (" " * 100_000 + "x", "\\text{a}" * 20_000, "\\, " * 50_000 + "\\text{a}"):
+        without_units(hostile)
+    assert time.perf_counter() - start < 1.0
 
 
 def test_ordered_quantities_and_their_names():
