@@ -90,6 +90,19 @@ def test_table1_tiny_10seeds_is_the_same_grid_over_ten_seeds_in_its_own_experime
     assert config.trainer.steps == preflight(["experiment=paper_table1_tiny"]).trainer.steps == 80
 
 
+def test_gap_regime_is_the_pair_warm_started_apart_over_ten_seeds_in_its_own_experiment():
+    node = hydra_node(["experiment=paper_gap_tiny"])
+    methods = node.sweeper.params["+method"].split(",")
+    assert methods == ["gspo", "gspo_x2", "naive", "hacpo", "hacpo_no_omega", "hacpo_no_capability_advantage"]
+    assert node.sweeper.params["seed"].split(",") == [str(s) for s in range(10)]
+    config = preflight(["experiment=paper_gap_tiny", "+method=hacpo_no_omega", "seed=3"])
+    assert config.tracking.experiment == config.tracking.tags["grid"] == "paper_gap_tiny"  # never mixed
+    assert config.task.tiers == ["add3", "add4"] and not config.mechanisms.omega
+    strong, weak = config.agents.members["opt_char"], config.agents.members["gpt2_bpe"]
+    assert (strong.warm_start.steps, weak.warm_start.steps) == (700, 300)
+    assert config.trainer.steps == 80
+
+
 @pytest.mark.parametrize("method", sorted(GRID_METHODS))
 def test_every_grid_job_composes_to_its_method(method):
     config = preflight(["experiment=paper_table1_tiny", f"+method={method}", "seed=2"])
