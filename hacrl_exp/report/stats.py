@@ -59,15 +59,22 @@ class Interval:
         return self.low > 0.0 or self.high < 0.0
 
 
-def mean_t_interval(values, level: float = 0.95) -> Interval:
-    """Mean and t-interval across seeds: x̄ ± t_{(1+level)/2, n−1} · s/√n (s with divisor n − 1)."""
+def _finite_or_point(values) -> tuple[np.ndarray, Interval | None]:
+    """The finite values, and the interval itself when fewer than 2 leave no spread (NaN when none, else the point)."""
     x = np.asarray(values, dtype=np.float64)
     x = x[np.isfinite(x)]
     if len(x) == 0:
-        return Interval(math.nan, math.nan, math.nan, 0)
+        return x, Interval(math.nan, math.nan, math.nan, 0)
     mean = float(x.mean())
-    if len(x) < 2:
-        return Interval(mean, mean, mean, len(x))
+    return x, Interval(mean, mean, mean, len(x)) if len(x) < 2 else None
+
+
+def mean_t_interval(values, level: float = 0.95) -> Interval:
+    """Mean and t-interval across seeds: x̄ ± t_{(1+level)/2, n−1} · s/√n (s with divisor n − 1)."""
+    x, point = _finite_or_point(values)
+    if point is not None:
+        return point
+    mean = float(x.mean())
     half = t_quantile((1.0 + level) / 2.0, len(x) - 1) * float(x.std(ddof=1)) / math.sqrt(len(x))
     return Interval(mean, mean - half, mean + half, len(x))
 
@@ -77,16 +84,12 @@ def seed_bootstrap_interval(values, level: float = 0.95, n_boot: int = 2000, see
     ((1 − level)/2, (1 + level)/2) quantiles of the resampled means. It never leaves [min x, max x], so a share stays
     inside [0, 1]; with few seeds it is narrower than the t-interval (the verdicts use the t-interval and the sign-flip
     test, not this)."""
-    x = np.asarray(values, dtype=np.float64)
-    x = x[np.isfinite(x)]
-    if len(x) == 0:
-        return Interval(math.nan, math.nan, math.nan, 0)
-    mean = float(x.mean())
-    if len(x) < 2:
-        return Interval(mean, mean, mean, len(x))
+    x, point = _finite_or_point(values)
+    if point is not None:
+        return point
     means = x[np.random.default_rng(seed).integers(0, len(x), size=(n_boot, len(x)))].mean(axis=1)
     low, high = np.quantile(means, [(1.0 - level) / 2.0, (1.0 + level) / 2.0])
-    return Interval(mean, float(low), float(high), len(x))
+    return Interval(float(x.mean()), float(low), float(high), len(x))
 
 
 @dataclass(frozen=True)
