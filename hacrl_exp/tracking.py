@@ -23,6 +23,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 from hacrl_exp.config.schema import TrackingConfig
 from hacrl_exp.faults import crash_point
@@ -57,6 +58,18 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
             out.update(flatten(value, f"{prefix}{key}."))
         return out
     return {prefix.rstrip("."): str(tree)}
+
+
+def ui_hint(uri: str, experiment_id: str) -> str:
+    """How to open an experiment's runs in MLflow's UI: the server's page for an http(s) store (credentials in the
+    URI left out), else the `mlflow ui` command and its local page. The link carries `workflowType=machine_learning`:
+    MLflow 3's UI keeps a per-browser mode (GenAI by default) that the experiment's kind tag does not switch."""
+    page = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    if uri.startswith("http"):
+        server = urlsplit(uri)
+        netloc = server.netloc.rsplit("@", 1)[-1]
+        return f"MLflow: {urlunsplit((server.scheme, netloc, server.path.rstrip('/'), '', ''))}/{page}"
+    return f"MLflow: mlflow ui --backend-store-uri {uri} --host 127.0.0.1, then http://127.0.0.1:5000/{page}"
 
 
 class NullTracker:
@@ -154,12 +167,8 @@ class MlflowTracker:
         return experiment_id
 
     def ui_hint(self) -> str:
-        """How to open this experiment's runs in MLflow's UI. The link carries `workflowType=machine_learning`: MLflow
-        3's UI keeps a per-browser mode (GenAI by default) that the experiment's kind tag does not switch."""
-        page = f"#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
-        if self.uri.startswith("http"):
-            return f"MLflow: {self.uri.rstrip('/')}/{page}"
-        return f"MLflow: mlflow ui --backend-store-uri {self.uri} --host 127.0.0.1, then http://127.0.0.1:5000/{page}"
+        """How to open this experiment's runs in MLflow's UI (`ui_hint`)."""
+        return ui_hint(self.uri, self.experiment_id)
 
     def _start_system_metrics(self, cfg: TrackingConfig, resume: bool) -> None:
         """MLflow's own sampler of CPU, memory, disk, network (and GPU) use, logged to the parent run."""

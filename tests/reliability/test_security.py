@@ -201,3 +201,12 @@ def test_a_password_in_a_uri_is_masked():
     params = {"tracking": {"uri": "https://bob:hunter2@mlflow.example/"}, "extra": {"db": "postgresql://u:pw@h/db"}}
     assert "hunter2" not in json.dumps(redact_secrets(params)) and "pw@" not in json.dumps(redact_secrets(params))
     assert redact_secrets({"a": {"api_key": "k", "n": 3}}) == {"a": {"api_key": "***", "n": 3}}
+
+
+def test_the_printed_mlflow_link_carries_no_credentials():
+    from hacrl_exp.tracking import ui_hint
+
+    link = ui_hint("https://alice:s3cr3t-V4lue@mlflow.example.com:5000/", "7")
+    assert link == "MLflow: https://mlflow.example.com:5000/#/experiments/7/runs?workflowType=machine_learning"
+    local = ui_hint("sqlite:////tmp/x/mlflow.db", "1")
+    assert "--host 127.0.0.1" in local and local.endswith("#/experiments/1/runs?workflowType=machine_learning")
