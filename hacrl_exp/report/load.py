@@ -178,11 +178,14 @@ def load(
                 "task": params.get("task.name", "?"),
                 "method": method_label(params, list(label_params)),
                 "steps": int(params.get("trainer.steps", 0)),
+                "commit": str(parent.get("tags.mlflow.source.git.commit") or "unknown")[:9],
+                "dirty": parent.get("tags.git_dirty") == "true",
             }
         )
     runs = pd.DataFrame(rows)
     if runs.empty:
         raise ConfigError("every matching run was left out: " + "; ".join(skipped[:5]))
+    refuse_repeated_jobs(runs)
     problems = load_problems(client, runs)
     missing = set(runs["run_id"]) - set(problems["run_id"])
     for run_id in sorted(missing):
@@ -191,6 +194,21 @@ def load(
     benchmarks, scored = load_benchmarks(client, ids, runs)
     problems = pd.concat([problems, scored], ignore_index=True)
     return ReportData(runs, load_curves(client, runs), problems, benchmarks, skipped)
+
+
+def refuse_repeated_jobs(runs: pd.DataFrame) -> None:
+    """A (method, agent, seed) held by two finished jobs would count as two seeds of one method, or be averaged
+    into one: either way the across-seed tests would be wrong. Refuse, naming the jobs, instead of choosing one."""
+    jobs = runs.groupby(["method", "agent", "seed"])["parent_id"].agg(sorted)
+    repeated = jobs[jobs.map(len) > 1]
+    if repeated.empty:
+        return
+    (method, agent, seed), parents = repeated.index[0], repeated.iloc[0]
+    raise ConfigError(
+        f"{len(repeated)} (method, agent, seed) appear in more than one finished job, e.g. {method} seed {seed} "
+        f"({agent}) in jobs {', '.join(parents)}; delete the extra jobs (mlflow runs delete --run-id ID) or "
+        "narrow the selection with tags.<key>=... or filter=..."
+    )
 
 
 def load_curves(client, runs: pd.DataFrame) -> pd.DataFrame:

@@ -126,9 +126,27 @@ def selection_markdown(runs: pd.DataFrame, selection: str, skipped: list[str]) -
         steps = ", ".join(str(s) for s in sorted(part["final_step"].unique()))
         rows.append([method, ", ".join(sorted(part["agent"].unique())), seeds, steps])
     lines.append(markdown_table(["method", "agents", "seeds", "final evaluation step"], rows))
+    lines.append(code_versions(runs))
     if skipped:
         lines.append(f"Left out ({len(skipped)}): " + "; ".join(skipped[:20]) + (" …" if len(skipped) > 20 else ""))
     return "\n\n".join(lines)
+
+
+def code_versions(runs: pd.DataFrame) -> str:
+    """The git commits the jobs ran from, with job counts; more than one commit, or uncommitted changes, is flagged
+    (the methods may then differ in more than the method)."""
+    if "commit" not in runs:
+        return "Code: unknown (the runs carry no git commit)."
+    jobs = runs.drop_duplicates("parent_id")
+    counts = jobs.groupby("commit")["parent_id"].count().sort_values(ascending=False)
+    listed = ", ".join(f"`{commit}` ({n} job{'s' * (n != 1)})" for commit, n in counts.items())
+    dirty = int(jobs["dirty"].sum()) if "dirty" in jobs else 0
+    flags = []
+    if len(counts) > 1:
+        flags.append(f"**{len(counts)} code versions**: compare methods run from one commit, or check the diff")
+    if dirty:
+        flags.append(f"**{dirty} job{'s' * (dirty != 1)} ran with uncommitted changes**")
+    return f"Code: git commit {listed}." + (" " + "; ".join(flags) + "." if flags else "")
 
 
 def findings_markdown(found: list[Comparison], level: float) -> str:

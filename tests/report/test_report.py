@@ -286,3 +286,46 @@ def test_comparisons_csv_round_trips(report):
     rows = (built.folder / "tables" / "comparisons.csv").read_text().splitlines()
     assert rows[0].startswith("agent,a,b,column,family,delta") and len(rows) == 1 + len(built.comparisons)
     assert ",p_sign_flip,p_holm,equivalence_margin,p_tost," in rows[0]
+
+
+def test_a_seed_run_twice_is_refused_by_name(report, tmp_path):
+    """A copy of the store where HACPO's seed-1 job says seed 0: two finished jobs of (HACPO, seed 0) would count as
+    one seed twice, so the report refuses and names both jobs; the store itself is untouched."""
+    import shutil
+
+    from mlflow.tracking import MlflowClient
+
+    from hacrl_exp.report.build import make_report
+
+    _, uri, _ = report
+    shutil.copy(uri.removeprefix("sqlite:///"), tmp_path / "mlflow.db")
+    copy = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(copy)
+    experiment = client.get_experiment_by_name("report_test").experiment_id
+    parents = {
+        int(r.data.tags["seed"]): r.info.run_id
+        for r in client.search_runs([experiment], "tags.role = 'parent' and params.`algorithm.name` = 'hacpo'")
+        if r.data.params["mechanisms.omega"] == "True"
+    }
+    client.set_tag(parents[1], "seed", "0")
+    config = validate_report({"uri": copy, "tags": {"grid": "report_test"}, "output_root": str(tmp_path / "out")})
+    jobs = ", ".join(sorted(parents.values()))
+    with pytest.raises(ConfigError, match=rf"^2 \(method, agent, seed\) .* HACPO seed 0 \(\w+\) in jobs {jobs};"):
+        make_report(config)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").iterdir())
+
+
+def test_the_selection_names_the_code_versions(report):
+    import pandas as pd
+
+    from hacrl_exp.report.render import code_versions
+
+    built, _, _ = report
+    assert re.search(r"Code: git commit `(\w+|unknown)` \(8 jobs\)", built.markdown)
+    jobs = pd.DataFrame({"parent_id": ["a", "a", "b", "c"], "commit": ["1035eeb", "1035eeb", "1035eeb", "85bf782"],
+                         "dirty": [False, False, False, True]})  # fmt: skip
+    assert code_versions(jobs) == (
+        "Code: git commit `1035eeb` (2 jobs), `85bf782` (1 job). **2 code versions**: compare methods run from one "
+        "commit, or check the diff; **1 job ran with uncommitted changes**."
+    )
+    assert code_versions(jobs.iloc[:3]) == "Code: git commit `1035eeb` (2 jobs)."

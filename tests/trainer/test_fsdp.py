@@ -1,6 +1,6 @@
-"""Sharded agents (FSDP2 over a gloo rank group of Ray actors) give the run of unsharded ones; a sharded run killed
-with SIGKILL resumes to the same metrics; agents placed on named nodes of a (simulated) multi-node Ray cluster land
-there and give the single-node metrics.
+"""Sharded agents (FSDP2 over a gloo rank group of Ray actors), placed on named nodes of a (simulated) two-node Ray
+cluster, land there and give the run of unsharded ones; a sharded run killed with SIGKILL resumes to the same
+metrics.
 
 Every run is the tiny pair of tests/e2e/tiny.py, shrunk further (2 prompts × G 4, 16 new tokens), float32 on CPU.
 """
@@ -72,10 +72,31 @@ def unsharded(tmp_path_factory) -> Path:
     return run
 
 
-def test_an_agent_sharded_over_two_ranks_matches_the_unsharded_run(unsharded, tmp_path):
-    """opt_char at W = 2 (FSDP2, gloo) next to gpt2_bpe at W = 1: same metrics, evaluations and weights."""
-    summary = train(preflight([*BASE, *SHARDED]), tmp_path / "sharded")
-    assert len(summary["placement"]["opt_char"]) == 2 and len(summary["placement"]["gpt2_bpe"]) == 1
+def test_an_agent_sharded_over_two_ranks_on_named_nodes_matches_the_unsharded_run(unsharded, tmp_path):
+    """opt_char at W = 2 (FSDP2, gloo) next to gpt2_bpe at W = 1 gives the same metrics, evaluations and weights,
+    with each agent placed on a named node of a two-node cluster (ray.cluster_utils.Cluster: a head without CPUs
+    and nodes with custom resources node_a and node_b); every rank reports, from inside its actor, its node."""
+    from ray.cluster_utils import Cluster
+
+    from hacrl_exp.distributed import _loopback_only
+
+    # every node and the driver on 127.0.0.1, like a private Ray: a driver that resolved this machine's address
+    # would wait for a raylet there
+    with _loopback_only():
+        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
+        node_a = cluster.add_node(num_cpus=2, resources={"node_a": 1})
+        node_b = cluster.add_node(num_cpus=1, resources={"node_b": 1})
+        try:
+            cluster.wait_for_nodes()
+            placed = [
+                f"executor.address={cluster.address}",
+                "agents.members.opt_char.placement=node_a",
+                "agents.members.gpt2_bpe.placement=node_b",
+            ]
+            summary = train(preflight([*BASE, *SHARDED, *placed]), tmp_path / "sharded")
+        finally:
+            cluster.shutdown()
+    assert summary["placement"] == {"opt_char": [node_a.node_id] * 2, "gpt2_bpe": [node_b.node_id]}
     rows = read_metrics(tmp_path / "sharded" / "metrics.jsonl")
     assert compared(read_metrics(unsharded / "metrics.jsonl"), rows) > 50
     assert any(r.get("train/updates") for r in rows if r["agent"] == "opt_char")
@@ -116,33 +137,6 @@ def test_a_sharded_run_killed_and_resumed_ends_with_the_uninterrupted_metrics(un
         mine, reference = final_weights(run, name), final_weights(unsharded, name)
         for key in reference:
             torch.testing.assert_close(mine[key], reference[key], rtol=1e-5, atol=1e-7)
-
-
-def test_agents_placed_on_named_nodes_of_a_two_node_cluster(unsharded, tmp_path):
-    """ray.cluster_utils.Cluster: a head without CPUs and two nodes with custom resources node_a and node_b; each
-    agent's placement names one, every rank reports (from inside its actor) the node it runs on."""
-    from ray.cluster_utils import Cluster
-
-    from hacrl_exp.distributed import _loopback_only
-
-    # every node and the driver on 127.0.0.1, like a private Ray: a driver that resolved this machine's address
-    # would wait for a raylet there
-    with _loopback_only():
-        cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-        node_a = cluster.add_node(num_cpus=2, resources={"node_a": 1})
-        node_b = cluster.add_node(num_cpus=1, resources={"node_b": 1})
-        try:
-            cluster.wait_for_nodes()
-            placed = [
-                f"executor.address={cluster.address}",
-                "agents.members.opt_char.placement=node_a",
-                "agents.members.gpt2_bpe.placement=node_b",
-            ]
-            summary = train(preflight([*BASE, *SHARDED, *placed]), tmp_path / "placed")
-        finally:
-            cluster.shutdown()
-    assert summary["placement"] == {"opt_char": [node_a.node_id] * 2, "gpt2_bpe": [node_b.node_id]}
-    assert compared(read_metrics(unsharded / "metrics.jsonl"), read_metrics(tmp_path / "placed" / "metrics.jsonl"))
 
 
 def test_sharding_settings_need_ray_and_a_placement_that_exists():
