@@ -28,6 +28,8 @@ class Algorithm:
     """Learners also train on their partners' rollouts (the joint group of spec §1.1)."""
     capability_baseline: bool
     """Advantages use the ω-weighted joint baseline (§2.1); else the plain joint (or own) group mean."""
+    weighted_cross: bool = False
+    """Cross rows carry HACPO's weight ρ · clip(s, L_u, 1)^α (§2.2, §2.3); Naive's GSPO objective gives them none."""
     rollout_multiplier: int = 1
     """G and updates per step are multiplied by this (GSPO×2, §3.2)."""
     min_agents: int = 1
@@ -38,7 +40,7 @@ class Algorithm:
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
-        Algorithm("hacpo", hacpo_objective, shares_rollouts=True, capability_baseline=True, min_agents=2),
+        Algorithm("hacpo", hacpo_objective, True, capability_baseline=True, weighted_cross=True, min_agents=2),
         Algorithm("naive", gspo_objective_loss, shares_rollouts=True, capability_baseline=False, min_agents=2),
         Algorithm("gspo", gspo_objective_loss, shares_rollouts=False, capability_baseline=False),
         Algorithm("gspo_x2", gspo_objective_loss, False, False, rollout_multiplier=2),
@@ -95,16 +97,18 @@ def resolve_mechanisms(
     """The switches of one run applied to its algorithm and hyper-parameters (α per edge, δ_step).
 
     The baseline is capability-weighted only when the algorithm uses it (HACPO) and `capability_advantage` is on;
-    ρ, α and the clip apply to cross rows, which only sharing algorithms have. ValueError names a bad α or δ_step.
+    ρ, α and the clip apply to cross rows, which only sharing algorithms have, and ρ and α only where the objective
+    weights them (HACPO): Naive resolves to α = 0 and loss weight 1, so the effective weight the step logs for its
+    cross rows is the 1 its objective applies. ValueError names a bad α or δ_step.
     """
     for alpha in alphas:
         check_nonnegative("alpha", alpha)
     check_nonnegative("delta_step", delta_step)
     return MechanismParams(
-        alphas=tuple(float(a) if switches.exponential_is else 0.0 for a in alphas),
+        alphas=tuple(float(a) if switches.exponential_is and algorithm.weighted_cross else 0.0 for a in alphas),
         delta_step=delta_step if switches.stepwise else 0.0,
         weighted_baseline=algorithm.capability_baseline and switches.capability_advantage,
-        weighted_loss=switches.omega,
+        weighted_loss=switches.omega and algorithm.weighted_cross,
         clip_cross=switches.clip,
     )
 

@@ -173,6 +173,13 @@ def _write(config: ReportConfig, data: ReportData, out: Path, name: str) -> Repo
         if path is not None:
             md += [f"![{agent} mechanisms](plots/{path.name})", ""]
         md += [f"- {note}" for note in notes] + ([""] if notes else [])
+    diagnostics = tables.diagnostics_table(data, sharing)
+    diagnostics.to_csv(out / "tables" / "diagnostics.csv", index=False)
+    md += ["Each diagnostic's mean over a run's training steps, then over seeds: ω, P̂, the baseline weight 1/ρ "
+           "(cross/baseline_weight), the in-window share, the cross rows' mean effective weight and ratio "
+           "(cross/weight_mean, cross/ratio_mean), and the cross rows run per step (docs/metrics.md). ω and 1/ρ are "
+           "logged as computed, also by a method that does not apply them (Naive, HACPO −ω, HACPO −Adv).", "",
+           render.diagnostics_markdown(diagnostics), ""]  # fmt: skip
     md += ["## Rollout cost", "", render.cost_markdown(cost), ""]
     plots.cost_curves(data, main, out / "plots" / "cost.png", level)
     md += ["![rollout cost: accuracy against rollouts](plots/cost.png)", ""]

@@ -42,11 +42,15 @@ CURVE_METRICS = ("reward/mean", "rollouts_total", "tokens_total")
 MECHANISM_METRICS = ("cross/omega", "train/p_hat", "cross/in_window_share")
 """The mechanism metrics the report plots, as logged since docs/metrics.md (one key per quantity in every agent's
 run; ω and the in-window share are already means over the learner's sources)."""
+DIAGNOSTIC_METRICS = (*MECHANISM_METRICS, "cross/baseline_weight", "cross/weight_mean", "cross/ratio_mean",
+                      "cross/rows_run")  # fmt: skip
+"""The metrics of the report's diagnostics table (docs/metrics.md): the plotted ones, the baseline weight 1/ρ, the
+cross rows' mean effective weight and ratio, and how many cross rows were run."""
 CURVE_KEYS = {
     "train/reward_mean": "reward/mean",
     "train/rollouts_total": "rollouts_total",
     "train/tokens_total": "tokens_total",
-    **{key: key for key in MECHANISM_METRICS},
+    **{key: key for key in DIAGNOSTIC_METRICS},
     # keys of runs logged before docs/metrics.md
     "reward/mean": "reward/mean",
     "rollouts_total": "rollouts_total",

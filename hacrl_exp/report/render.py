@@ -106,6 +106,14 @@ def hypotheses_markdown(found: list[Comparison], methods: list[str], agents: lis
     return markdown_table([*headers, "seeds needed"], rows)
 
 
+def diagnostics_markdown(table: pd.DataFrame) -> str:
+    """The diagnostics table; a value no run logged is n/a."""
+    columns = [c for c in table.columns if c not in ("agent", "method")]
+    digits = {"cross rows / step": 1}
+    rows = [[r["agent"], r["method"], *(num(r[c], digits.get(c, 3)) for c in columns)] for _, r in table.iterrows()]
+    return markdown_table(["agent", "method", *columns], rows)
+
+
 def cost_markdown(cost: pd.DataFrame) -> str:
     """Rollout cost per method and agent (means over seeds)."""
     rows = [

@@ -12,6 +12,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 import pandas as pd
 
+from hacrl_exp.algo.algorithms import ALGORITHMS
 from hacrl_exp.report.load import HELDOUT, MECHANISM_LABELS, ReportData
 from hacrl_exp.report.stats import (
     Interval,
@@ -290,6 +291,38 @@ def cost_table(data: ReportData, final: pd.DataFrame) -> pd.DataFrame:
     numeric = ["rollouts_total", "tokens_total", "seconds", "accuracy", "gain", "gain_per_1k_rollouts"]
     table = wide.groupby(["method", "agent"], as_index=False)[numeric].mean()
     order = {m: i for i, m in enumerate(methods_in(data))}
+    return table.sort_values(["agent", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
+
+
+DIAGNOSTICS = {
+    "ω": "cross/omega",
+    "P̂": "train/p_hat",
+    "1/ρ": "cross/baseline_weight",
+    "in-window share": "cross/in_window_share",
+    "cross weight": "cross/weight_mean",
+    "cross ratio": "cross/ratio_mean",
+    "cross rows / step": "cross/rows_run",
+}
+"""Diagnostics table column → curve (docs/metrics.md): what decides how much a learner takes from its partners."""
+
+
+def diagnostics_table(data: ReportData, methods: list[str]) -> pd.DataFrame:
+    """Per (agent, method) of `methods`: each diagnostic's mean over a run's training steps (step ≥ 1), then the
+    mean over seeds; NaN where no run of the method logged it. The cross weight of an algorithm whose objective
+    weights no cross row (Naive) is its 1."""
+    curves = data.curves[data.curves["metric"].isin(DIAGNOSTICS.values()) & (data.curves["step"] > 0)]
+    per_run = curves.groupby(["run_id", "metric"])["value"].mean().unstack()
+    runs = data.runs[data.runs["method"].isin(methods)].set_index("run_id")[["agent", "method"]]
+    wide = runs.join(per_run.rename(columns={v: k for k, v in DIAGNOSTICS.items()}))
+    # Naive's GSPO objective weights no cross row; runs logged before that was resolved carry HACPO's would-be weight
+    unweighted = data.runs.set_index("run_id")["algorithm"].map(
+        lambda a: a in ALGORITHMS and not ALGORITHMS[a].weighted_cross
+    )
+    if "cross weight" in wide:
+        wide.loc[unweighted.reindex(wide.index, fill_value=False) & wide["cross weight"].notna(), "cross weight"] = 1.0
+    table = wide.groupby(["agent", "method"], sort=False).mean(numeric_only=True)
+    table = table.reindex(columns=list(DIAGNOSTICS)).reset_index()
+    order = {m: i for i, m in enumerate(methods)}
     return table.sort_values(["agent", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
 
 

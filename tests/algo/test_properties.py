@@ -365,6 +365,15 @@ def test_only_hacpo_weights_its_baseline(algorithm):
     assert not resolved(algorithm).weighted_baseline and torch.equal(resolved(algorithm).baseline_weight(w), t([1, 1]))
 
 
+def test_naive_cross_rows_carry_no_weight():
+    """Naive's objective is GSPO's on every row (§2.6): it resolves to loss weight 1 and α = 0, so the logged
+    effective weight ρ · clip(s, L_u, 1)^α of its cross rows is the 1 it applies, not HACPO's would-be weight."""
+    mech = resolved("naive", alpha=3.0)
+    assert torch.equal(mech.loss_weight(t([1.5, 0.25])), t([1, 1])) and mech.alphas == (0.0,)
+    hacpo = resolved("hacpo", alpha=3.0)
+    assert torch.equal(hacpo.loss_weight(t([1.5, 0.25])), t([1.5, 0.25])) and hacpo.alphas == (3.0,)
+
+
 def test_mechanisms_omega_off_gives_tv1_case_d(tv1_adv_a, tv1_loss_weight, tv1_is_self):
     """The "HACPO − ω" ablation: cross loss weight 1 while the baseline weights stay (TV-1 D)."""
     mech = resolved(omega=False)

@@ -220,3 +220,22 @@ def test_signed_numbers_that_round_to_zero_have_no_minus():
 
     assert signed(-1e-18) == "+0.000" and signed(-0.0004) == "+0.000"
     assert signed(-0.0006) == "-0.001" and signed(0.0416) == "+0.042" and signed(float("nan")) == "n/a"
+
+
+def test_naive_cross_weight_is_the_one_its_objective_applies():
+    """A Naive run that logged HACPO's would-be weight (runs before the resolution fix) reads as 1; HACPO's logged
+    weight and ω pass through as the mean over steps ≥ 1, then over seeds."""
+    import pandas as pd
+
+    from hacrl_exp.report.tables import diagnostics_table
+
+    data = make_data()
+    extra = [(r.run_id, step, "cross/weight_mean", 1.25 + 0.5 * r.seed)
+             for r in data.runs.itertuples() if r.method in ("Naive", "HACPO") for step in (0, 10, 20)]  # fmt: skip
+    data.curves = pd.concat([data.curves, pd.DataFrame(extra, columns=data.curves.columns)], ignore_index=True)
+    table = diagnostics_table(data, ["Naive", "HACPO"]).set_index(["agent", "method"])
+    assert table.loc[("strong", "Naive"), "cross weight"] == 1.0
+    assert table.loc[("strong", "HACPO"), "cross weight"] == pytest.approx(1.25 + 0.5)  # seeds 0, 1, 2
+    omega = [1.0 + 0.01 * seed + 0.001 * 15 for seed in (0, 1, 2)]  # steps 10 and 20
+    assert table.loc[("weak", "HACPO"), "ω"] == pytest.approx(sum(omega) / 3)
+    assert math.isnan(table.loc[("weak", "Naive"), "cross ratio"])  # never logged

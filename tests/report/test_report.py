@@ -329,3 +329,29 @@ def test_the_selection_names_the_code_versions(report):
         "commit, or check the diff; **1 job ran with uncommitted changes**."
     )
     assert code_versions(jobs.iloc[:3]) == "Code: git commit `1035eeb` (2 jobs)."
+
+
+def test_diagnostics_are_the_logged_means_over_steps_then_seeds(report):
+    """tables/diagnostics.csv against the MLflow metric histories: ω and the cross rows per step of HACPO and
+    HACPO −ω, per agent, are the mean over steps ≥ 1 of each run, then over seeds; GSPO (no sharing) has no row."""
+    import pandas as pd
+    from mlflow.tracking import MlflowClient
+
+    built, uri, _ = report
+    table = pd.read_csv(built.folder / "tables" / "diagnostics.csv").set_index(["agent", "method"])
+    assert set(table.index.get_level_values("method")) == {"HACPO", "HACPO −ω"}
+    client = MlflowClient(uri)
+    experiment = client.get_experiment_by_name("report_test").experiment_id
+    expected = {}  # (agent, method, column) -> per-seed means
+    for run in client.search_runs([experiment], "tags.role = 'agent'"):
+        params = client.get_run(run.data.tags["mlflow.parentRunId"]).data.params
+        if params["algorithm.name"] != "hacpo":
+            continue
+        method = "HACPO" if params["mechanisms.omega"] == "True" else "HACPO −ω"
+        for column, key in (("ω", "cross/omega"), ("cross rows / step", "cross/rows_run")):
+            values = [m.value for m in client.get_metric_history(run.info.run_id, key) if m.step > 0]
+            expected.setdefault((run.data.tags["agent"], method, column), []).append(sum(values) / len(values))
+    assert len(expected) == 2 * 2 * 2 and all(len(v) == len(SEEDS) for v in expected.values())
+    for (agent, method, column), per_seed in expected.items():
+        assert table.loc[(agent, method), column] == pytest.approx(sum(per_seed) / len(per_seed), rel=1e-12)
+    assert "| agent | method | ω | P̂ | 1/ρ | in-window share |" in built.markdown
