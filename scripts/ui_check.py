@@ -11,7 +11,6 @@ image is broken (naturalWidth == 0); 0 otherwise. Needs the `ui` extra (playwrig
 from __future__ import annotations
 
 import argparse
-import socket
 import subprocess
 import sys
 import time
@@ -19,15 +18,11 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 
+from hacrl_exp.agents.sharding import free_port
+
 PLOT = ".js-plotly-plot"
 """A drawn MLflow metric chart (plotly); the sidebar's icons are svg too, so "svg" alone matches too early."""
 ERROR_TEXTS = ("Something went wrong", "Internal Server Error", "RESOURCE_DOES_NOT_EXIST", "Page not found")
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_ui(store: str, port: int, log_path: Path) -> subprocess.Popen:

@@ -34,11 +34,6 @@ PLACEMENT_SHARE = 0.001
 PLACEMENT_TIMEOUT_S = 120.0
 
 
-def ranks(agent: AgentConfig) -> int:
-    """Ray actors of one agent: its world_size."""
-    return agent.world_size
-
-
 def sharded(agent: AgentConfig) -> bool:
     """Whether the agent is built as an FSDP2 rank group (W > 1, or CPU offload at any W)."""
     return agent.world_size > 1 or agent.fsdp.offload
@@ -136,7 +131,7 @@ class RayExecutor(Executor):
         threads = settings.threads_per_agent or config.trainer.threads or max(1, int(settings.cpus_per_agent))
         try:
             cluster = self.ray.cluster_resources()
-            total = sum(ranks(m) for m in members.values())
+            total = sum(m.world_size for m in members.values())
             _check_fits(cluster, total, settings, "agents" if total == len(members) else "agent ranks")
             _check_placements(cluster, members)
             self.groups = [self._start(config, i, member, threads) for i, member in enumerate(members.values())]
@@ -162,7 +157,7 @@ class RayExecutor(Executor):
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         bundle = {"CPU": settings.cpus_per_agent, "GPU": settings.gpus_per_agent, **extra}
-        group = placement_group([{k: v for k, v in bundle.items() if v}] * ranks(member), strategy="STRICT_PACK")
+        group = placement_group([{k: v for k, v in bundle.items() if v}] * member.world_size, strategy="STRICT_PACK")
         self.placement_groups.append(group)
         name = list(config.agents.members)[index]
         ready, _ = self.ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
@@ -177,7 +172,7 @@ class RayExecutor(Executor):
 
         # the rendezvous port is picked on the node that will host rank 0's store
         port = self.ray.get(self.ray.remote(free_port).options(num_cpus=0, scheduling_strategy=at(0)).remote())
-        world = ranks(member)
+        world = member.world_size
         return [
             actor.options(**options, scheduling_strategy=at(r)).remote(
                 config, index, threads, None, RankGroup(r, world, port)
@@ -232,7 +227,7 @@ def _check_fits(cluster: dict[str, float], n_agents: int, settings: ExecutorConf
 def _check_placements(cluster: dict[str, float], members: Mapping[str, AgentConfig]) -> None:
     """A placement resource no node has would leave the agent's actors pending forever: say so at start."""
     for name, member in members.items():
-        need = PLACEMENT_SHARE * ranks(member)
+        need = PLACEMENT_SHARE * member.world_size
         if member.placement and cluster.get(member.placement, 0.0) < need:
             raise ConfigError(
                 f"agents.members.{name}.placement={member.placement!r}: no node of the Ray cluster has that resource; "
