@@ -184,6 +184,8 @@ def load(
                 "steps": int(params.get("trainer.steps", 0)),
                 "commit": str(parent.get("tags.mlflow.source.git.commit") or "unknown")[:9],
                 "dirty": parent.get("tags.git_dirty") == "true",
+                "job_start": parent.get("start_time"),
+                "job_end": parent.get("end_time"),
             }
         )
     runs = pd.DataFrame(rows)

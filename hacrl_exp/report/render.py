@@ -135,6 +135,8 @@ def selection_markdown(runs: pd.DataFrame, selection: str, skipped: list[str]) -
         rows.append([method, ", ".join(sorted(part["agent"].unique())), seeds, steps])
     lines.append(markdown_table(["method", "agents", "seeds", "final evaluation step"], rows))
     lines.append(code_versions(runs))
+    if {"job_start", "job_end"} <= set(runs.columns):
+        lines.append(wall_clock(runs))
     if skipped:
         lines.append(f"Left out ({len(skipped)}): " + "; ".join(skipped[:20]) + (" …" if len(skipped) > 20 else ""))
     return "\n\n".join(lines)
@@ -155,6 +157,15 @@ def code_versions(runs: pd.DataFrame) -> str:
     if dirty:
         flags.append(f"**{dirty} job{'s' * (dirty != 1)} ran with uncommitted changes**")
     return f"Code: git commit {listed}." + (" " + "; ".join(flags) + "." if flags else "")
+
+
+def wall_clock(runs: pd.DataFrame) -> str:
+    """When the jobs ran and the sum of their wall-clock times (what a grid costs at one job at a time)."""
+    jobs = runs.drop_duplicates("parent_id")
+    start, end = pd.to_datetime(jobs["job_start"]), pd.to_datetime(jobs["job_end"])
+    hours = (end - start).dt.total_seconds().sum() / 3600
+    span = f"{start.min():%Y-%m-%d %H:%M} to {end.max():%Y-%m-%d %H:%M} UTC"
+    return f"Wall-clock: {len(jobs)} jobs from {span}; the jobs' own times sum to {hours:.2f} h."
 
 
 def findings_markdown(found: list[Comparison], level: float) -> str:

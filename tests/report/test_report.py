@@ -355,3 +355,21 @@ def test_diagnostics_are_the_logged_means_over_steps_then_seeds(report):
     for (agent, method, column), per_seed in expected.items():
         assert table.loc[(agent, method), column] == pytest.approx(sum(per_seed) / len(per_seed), rel=1e-12)
     assert "| agent | method | ω | P̂ | 1/ρ | in-window share |" in built.markdown
+
+
+def test_the_selection_says_when_the_jobs_ran_and_what_they_cost(report):
+    import pandas as pd
+
+    from hacrl_exp.report.render import wall_clock
+
+    built, _, _ = report
+    assert re.search(r"Wall-clock: 8 jobs from \d{4}-\d\d-\d\d \d\d:\d\d to \d{4}-\d\d-\d\d \d\d:\d\d UTC; the jobs' "
+                     r"own times sum to \d+\.\d\d h\.", built.markdown)  # fmt: skip
+    t = pd.Timestamp("2026-12-03 14:00", tz="UTC")
+    minutes = pd.Timedelta(minutes=1)
+    jobs = pd.DataFrame({"parent_id": ["a", "a", "b"], "job_start": [t, t, t + 120 * minutes],
+                         "job_end": [t + 30 * minutes, t + 30 * minutes, t + 165 * minutes]})  # fmt: skip
+    assert (
+        wall_clock(jobs)
+        == "Wall-clock: 2 jobs from 2026-12-03 14:00 to 2026-12-03 16:45 UTC; the jobs' own times sum to 1.25 h."
+    )
