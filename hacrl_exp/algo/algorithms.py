@@ -40,7 +40,9 @@ class Algorithm:
 ALGORITHMS: dict[str, Algorithm] = {
     a.name: a
     for a in (
-        Algorithm("hacpo", hacpo_objective, True, capability_baseline=True, weighted_cross=True, min_agents=2),
+        Algorithm(
+            "hacpo", hacpo_objective, shares_rollouts=True, capability_baseline=True, weighted_cross=True, min_agents=2
+        ),
         Algorithm("naive", gspo_objective_loss, shares_rollouts=True, capability_baseline=False, min_agents=2),
         Algorithm("gspo", gspo_objective_loss, shares_rollouts=False, capability_baseline=False),
         Algorithm("gspo_x2", gspo_objective_loss, False, False, rollout_multiplier=2),

@@ -290,8 +290,7 @@ def cost_table(data: ReportData, final: pd.DataFrame) -> pd.DataFrame:
     wide["gain_per_1k_rollouts"] = 1000.0 * wide["gain"] / wide["rollouts_total"].where(wide["rollouts_total"] > 0)
     numeric = ["rollouts_total", "tokens_total", "seconds", "accuracy", "gain", "gain_per_1k_rollouts"]
     table = wide.groupby(["method", "agent"], as_index=False)[numeric].mean()
-    order = {m: i for i, m in enumerate(methods_in(data))}
-    return table.sort_values(["agent", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
+    return by_agent_then_method(table, methods_in(data))
 
 
 DIAGNOSTICS = {
@@ -321,7 +320,11 @@ def diagnostics_table(data: ReportData, methods: list[str]) -> pd.DataFrame:
     if "cross weight" in wide:
         wide.loc[unweighted.reindex(wide.index, fill_value=False) & wide["cross weight"].notna(), "cross weight"] = 1.0
     table = wide.groupby(["agent", "method"], sort=False).mean(numeric_only=True)
-    table = table.reindex(columns=list(DIAGNOSTICS)).reset_index()
+    return by_agent_then_method(table.reindex(columns=list(DIAGNOSTICS)).reset_index(), methods)
+
+
+def by_agent_then_method(table: pd.DataFrame, methods: list[str]) -> pd.DataFrame:
+    """Rows sorted by agent, then by the method's place in `methods`."""
     order = {m: i for i, m in enumerate(methods)}
     return table.sort_values(["agent", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
 
