@@ -13,7 +13,7 @@ import torch
 from benchmarks.gpu_workload import GIB, Sizes, make_agents, measure_training
 from hacrl_exp.agents.memory_plan import Workload, estimate_agent
 from hacrl_exp.agents.model_shapes import shape_from_hf_config
-from hacrl_exp.agents.sharding import free_port, init_rank_group, shard_agent
+from hacrl_exp.agents.sharding import init_rank_group, shard_agent, store_socket
 from hacrl_exp.config.schema import AgentConfig, FsdpConfig, LoraConfig, ModelConfig
 
 
@@ -27,7 +27,8 @@ def planned_peak(agent, cfg: AgentConfig, sizes: Sizes, offload: bool, gpu_bytes
 
 def measure_fsdp(sizes: Sizes, device: torch.device, tokenizer, model_cfg: ModelConfig) -> dict[str, dict]:
     """{'fsdp_offload_off': ..., 'fsdp_offload_on': ...}: measure_training's numbers plus 'planned_gib'."""
-    init_rank_group(0, 1, free_port(), device)
+    listening = store_socket()
+    init_rank_group(0, 1, listening.getsockname()[1], device, listening)
     gpu_bytes = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 80 * GIB
     out = {}
     try:
@@ -43,4 +44,5 @@ def measure_fsdp(sizes: Sizes, device: torch.device, tokenizer, model_cfg: Model
                 torch.cuda.empty_cache()
     finally:
         torch.distributed.destroy_process_group()
+        listening.close()
     return out

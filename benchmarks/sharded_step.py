@@ -1,17 +1,22 @@
 """A sharded step vs an unsharded one on the same tiny agent: seconds per step, their ratio, the communication share.
 
-    python -m benchmarks.sharded_step [--steps 4] [--out benchmarks/results/sharded_step.json]
+    python -m benchmarks.sharded_step [--steps 4] [--out benchmarks/results/sharded_step.json] [--set KEY=VALUE ...]
 
 The agent is agents=solo's opt_char (OPT, hidden 96, 3 layers, char tokenizer; no warm start, so every response
 runs to rollout.max_new_tokens and each step does the same work), trained with algorithm=gspo on 8 prompts × G 8 and
 algorithm.kl_coef=0.001 (every reward is 0 untrained, so only the KL term gives rows to train, with a reference).
-Three ways, one after another, each timing phases 1–3 (rollout) and 5 (learn) per step, the first step dropped:
-  W = 1: one unsharded AgentWorker in this process, 1 and 2 torch threads;
-  W = 2: two AgentWorker ranks (FSDP2 over gloo, hacrl_exp.agents.sharding), one process and 1 thread each.
+Five ways, one after another, each timing phases 1–3 (rollout; of it, generation) and 5 (learn) per step, the first
+step dropped:
+  W = 1: one unsharded AgentWorker in this process: 1 and 2 torch threads, and 1 thread with rollout.sample_stream=row
+         (each row its own generator: the cost of drawing per row, hacrl_exp.rollout.hf.RowSampler);
+  W = 2: two AgentWorker ranks (FSDP2 over gloo, hacrl_exp.agents.sharding), one process and 1 thread each, with the
+         default agent stream (every rank generates every row) and with the row stream (each rank generates half
+         the rows, hacrl_exp.agents.sharding.RankSlicedEngine).
 Communication: for one extra step, torch.profiler on rank 0 records the gloo collectives (FSDP2's all-gathers and
-reduce-scatters, the gradient-norm all-reduce) and the share of the step's wall time spent inside them. Every rank runs
-the whole batch (hacrl_exp.trainer.worker.AgentWorker), so W = 2 does twice the compute on two cores: the ratio
-shows the cost of sharding's communication and redundancy, not a speed-up.
+reduce-scatters, the gradient-norm all-reduce, the rollouts' all-gather) and the share of the step's wall time spent
+inside them. Scoring and learning run the whole batch on every rank (hacrl_exp.trainer.worker.AgentWorker), so W = 2
+repeats that compute on two cores: the learn ratio shows the cost of sharding's communication and redundancy, not a
+speed-up; generation is the part the row stream splits.
 """
 
 from __future__ import annotations
@@ -43,21 +48,24 @@ COLLECTIVES = ("all_gather", "allgather", "reduce_scatter", "all_reduce", "allre
 
 
 def run_steps(worker, steps: int, profile: bool) -> dict:
-    """Seconds of rollout and learn per step (first dropped), and on request one profiled step's collective share."""
+    """Seconds of rollout (and its generation phase) and learn per step (first dropped), and on request one profiled
+    step's collective share."""
     from hacrl_exp.rollout.base import SamplingSettings
 
     sampling = SamplingSettings(1.0, 1.0, max_new_tokens=worker.config.rollout.max_new_tokens)
     t = worker.config.trainer
-    rollout, learn = [], []
+    rollout, generate, learn = [], [], []
     for step in range(1, steps + 1):
         started = time.perf_counter()
-        worker.rollout(worker.task.train_problems(step, t.prompts_per_step), t.group_size, sampling)
+        _, phases = worker.rollout(worker.task.train_problems(step, t.prompts_per_step), t.group_size, sampling)
         rolled = time.perf_counter()
         worker.learn({}, torch.ones(1))
         rollout.append(rolled - started)
+        generate.append(phases["generate"])
         learn.append(time.perf_counter() - rolled)
     out = {
         "rollout_s": median(rollout[1:]),
+        "generate_s": median(generate[1:]),
         "learn_s": median(learn[1:]),
         "step_s": median(rollout[1:]) + median(learn[1:]),
     }
@@ -83,27 +91,29 @@ def run_steps(worker, steps: int, profile: bool) -> dict:
     return out
 
 
-def _rank(rank: int, world: int, port: int, steps: int, result: str) -> None:
+def _rank(rank: int, world: int, ports, steps: int, result: str, extra: list[str]) -> None:
     from hacrl_exp.trainer.validate import preflight
     from hacrl_exp.trainer.worker import AgentWorker, RankGroup
 
-    config = preflight([*OVERRIDES, "executor=ray", f"agents.members.opt_char.world_size={world}"])
-    worker = AgentWorker(config, 0, 1, None, RankGroup(rank, world, port))
+    config = preflight([*OVERRIDES, *extra, "executor=ray", f"agents.members.opt_char.world_size={world}"])
+    worker = AgentWorker(config, 0, 1, None, RankGroup(rank, world))
+    if rank == 0:  # rank 0's rendezvous port, to the others (what the Ray executor does through store_port)
+        for _ in range(world - 1):
+            ports.put(worker.store_port())
+    worker.join(worker.store_port() if rank == 0 else ports.get())
     out = run_steps(worker, steps, profile=True)
     worker.close()
     if rank == 0:
         Path(result).write_text(json.dumps(out))
 
 
-def sharded(steps: int, world: int = 2) -> dict:
+def sharded(steps: int, world: int = 2, extra: tuple[str, ...] = ()) -> dict:
     """W ranks, one spawned process and 1 thread each; rank 0's timings."""
-    from hacrl_exp.agents.sharding import free_port
-
     with tempfile.TemporaryDirectory() as tmp:
         result = str(Path(tmp) / "rank0.json")
         ctx = mp.get_context("spawn")
-        port = free_port()
-        procs = [ctx.Process(target=_rank, args=(r, world, port, steps, result)) for r in range(world)]
+        ports = ctx.Queue()
+        procs = [ctx.Process(target=_rank, args=(r, world, ports, steps, result, list(extra))) for r in range(world)]
         for p in procs:
             p.start()
         for p in procs:
@@ -111,11 +121,11 @@ def sharded(steps: int, world: int = 2) -> dict:
         return json.loads(Path(result).read_text())
 
 
-def unsharded(steps: int, threads: int = 2) -> dict:
+def unsharded(steps: int, threads: int = 2, extra: tuple[str, ...] = ()) -> dict:
     from hacrl_exp.trainer.validate import preflight
     from hacrl_exp.trainer.worker import AgentWorker
 
-    worker = AgentWorker(preflight(OVERRIDES), 0, threads)
+    worker = AgentWorker(preflight([*OVERRIDES, *extra]), 0, threads)
     return run_steps(worker, steps, profile=False)
 
 
@@ -123,23 +133,41 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--out", default="benchmarks/results/sharded_step.json")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="one more config override")
     args = parser.parse_args()
     info = machine()
-    single = unsharded(args.steps, threads=1)
-    one = unsharded(args.steps)
-    two = sharded(args.steps)
+    row = ("rollout.sample_stream=row",)
+    modes = {  # label: (W, threads per rank, extra overrides)
+        "W1_1thread": ("W=1, 1 thread", 1, 1, ()),
+        "W1": ("W=1, 2 threads", 1, 2, ()),
+        "W1_row": ("W=1, 1 thread, row stream", 1, 1, row),
+        "W2": ("W=2 gloo, 1 thread/rank", 2, 1, ()),
+        "W2_row": ("W=2 gloo, 1 thread/rank, row stream", 2, 1, row),
+    }
+    results = {
+        key: unsharded(args.steps, threads, (*args.set, *extra))
+        if world == 1
+        else sharded(args.steps, world, (*args.set, *extra))
+        for key, (_, world, threads, extra) in modes.items()
+    }
+    base = results["W1_1thread"]
     rows = [
-        ["W=1, 1 thread", f"{single['rollout_s']:.2f}", f"{single['learn_s']:.2f}", f"{single['step_s']:.2f}",
-         f"{single['step_s'] / one['step_s']:.2f}", "-"],
-        ["W=1, 2 threads", f"{one['rollout_s']:.2f}", f"{one['learn_s']:.2f}", f"{one['step_s']:.2f}", "1.00", "-"],
-        ["W=2 gloo, 1 thread/rank", f"{two['rollout_s']:.2f}", f"{two['learn_s']:.2f}", f"{two['step_s']:.2f}",
-         f"{two['step_s'] / one['step_s']:.2f}", f"{100 * two['collective_share']:.0f}%"],
+        [label, *(f"{results[key][k]:.2f}" for k in ("generate_s", "rollout_s", "learn_s", "step_s")),
+         f"{results[key]['generate_s'] / base['generate_s']:.2f}", f"{results[key]['step_s'] / base['step_s']:.2f}",
+         f"{100 * results[key]['collective_share']:.0f}%" if "collective_share" in results[key] else "-"]
+        for key, (label, *_) in modes.items()
     ]  # fmt: skip
-    print_table(["mode", "rollout s", "learn s", "s/step", "× W=1", "in collectives"], rows, "sharded step")
-    print("collectives (s, one profiled step, rank 0):", {k: round(v, 3) for k, v in two["collectives"].items()})
-    print("collective calls (same step):", two["collective_calls"])
-    payload = {"machine": info, "end_load_average": machine()["load_average"], "W1_1thread": single, "W1": one}
-    write_json(args.out, payload | {"W2": two})
+    headers = ["mode", "generate s", "rollout s", "learn s", "s/step", "generate × W=1/1t", "step × W=1/1t",
+               "in collectives"]  # fmt: skip
+    print_table(headers, rows, "sharded step")
+    for key in ("W2", "W2_row"):
+        print(
+            f"{key} collectives (s, one profiled step, rank 0):",
+            {k: round(v, 3) for k, v in results[key]["collectives"].items()},
+        )
+        print(f"{key} collective calls (same step):", results[key]["collective_calls"])
+    payload = {"machine": info, "end_load_average": machine()["load_average"], "overrides": args.set}
+    write_json(args.out, payload | results)
 
 
 if __name__ == "__main__":

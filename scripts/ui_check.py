@@ -11,14 +11,13 @@ image is broken (naturalWidth == 0); 0 otherwise. Needs the `ui` extra (playwrig
 from __future__ import annotations
 
 import argparse
+import socket
 import subprocess
 import sys
 import time
 import urllib.request
 from pathlib import Path
 from urllib.parse import quote
-
-from hacrl_exp.agents.sharding import free_port
 
 PLOT = ".js-plotly-plot"
 """A drawn MLflow metric chart (plotly); the sidebar's icons are svg too, so "svg" alone matches too early."""
@@ -156,7 +155,9 @@ def main(argv: list[str] | None = None) -> int:
 
     args.out.mkdir(parents=True, exist_ok=True)
     experiment_id, parent_id, child_id = pick_runs(args.store, args.experiment)
-    port = free_port()
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:  # a port free now; mlflow ui binds it next
+        sock.bind(("127.0.0.1", 0))
+        port = int(sock.getsockname()[1])
     server = start_ui(args.store, port, args.out / "mlflow_ui.log")
     problems: list[str] = []
     try:

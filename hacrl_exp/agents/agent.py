@@ -8,6 +8,7 @@ config sets model.trust_remote_code.
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,22 +124,41 @@ def build_agent(
     else:
         model.requires_grad_(False)
     use_chat = cfg.chat_template and getattr(tokenizer, "chat_template", None) is not None
+    engine = make_engine(cfg, model, tokenizer, optimizer, rollout, max_batch_size, seed)
+    return Agent(name, model, tokenizer, engine, optimizer, reference, use_chat, max_prompt_tokens)
+
+
+def make_engine(
+    cfg: AgentConfig,
+    model: PreTrainedModel,
+    tokenizer: PreTrainedTokenizerBase,
+    optimizer: torch.optim.Optimizer | None,
+    rollout: RolloutConfig | None,
+    max_batch_size: int,
+    seed: int,
+    weights: Callable[[], Iterable[tuple[str, torch.Tensor]]] | None = None,
+    tensor_parallel_size: int = 1,
+) -> RolloutEngine:
+    """The agent's rollout engine (rollout.backend, default hf) over its training model.
+
+    vLLM: its weights follow the model through `weights` (default `merged_weights`: LoRA folded in; a sharded agent
+    passes `agents.sharding.full_weights`), reloaded after each step of `optimizer`; `tensor_parallel_size` W > 1
+    makes it one engine per rank of the agent's process group, tensor-parallel over the group (rollout.vllm)."""
     if rollout is not None and rollout.backend == "vllm":
         from hacrl_exp.rollout.vllm import VLLMRolloutEngine
 
-        engine_dtype = cfg.model.compute_dtype or cfg.model.dtype
-        engine = VLLMRolloutEngine(
+        return VLLMRolloutEngine(
             model,
             tokenizer,
             rollout.vllm,
-            dtype=engine_dtype,
+            dtype=cfg.model.compute_dtype or cfg.model.dtype,
             seed=seed,
             optimizer=optimizer,
-            weights=lambda: merged_weights(model),  # LoRA folded in; the engine does not import agents
+            weights=weights or (lambda: merged_weights(model)),  # the engine does not import agents
+            tensor_parallel_size=tensor_parallel_size,
         )
-    else:
-        engine = HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size)
-    return Agent(name, model, tokenizer, engine, optimizer, reference, use_chat, max_prompt_tokens)
+    stream = rollout.sample_stream if rollout is not None else "agent"
+    return HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size, sample_stream=stream)
 
 
 def save_agent(agent: Agent, folder: Path) -> None:

@@ -9,6 +9,7 @@ import torch
 
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.rollout.base import compute_device
 
 MIB = 1 << 20
 _CUDA = re.compile(r"cuda(?::(\d+))?")
@@ -112,7 +113,7 @@ def memory_metrics(agents: Sequence, reset_peak: bool = False) -> dict[str, dict
     """
     peaks: dict[torch.device, dict[str, float]] = {}
     for agent in agents:
-        device = next(agent.model.parameters()).device
+        device = compute_device(agent.model)
         if device.type == "cuda" and device not in peaks:
             peaks[device] = {
                 "memory/gpu_peak_mib": torch.cuda.max_memory_allocated(device) / MIB,
@@ -123,6 +124,6 @@ def memory_metrics(agents: Sequence, reset_peak: bool = False) -> dict[str, dict
             torch.cuda.reset_peak_memory_stats(device)
     out = {}
     for agent in agents:
-        device = next(agent.model.parameters()).device
+        device = compute_device(agent.model)
         out[agent.name] = {**resident_memory(agent.model, agent.optimizer, agent.reference), **peaks.get(device, {})}
     return out

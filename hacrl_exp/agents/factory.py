@@ -119,5 +119,10 @@ def make_agent(config: Config, task, device: torch.device | None, index: int) ->
         max_prompt_tokens=prompt_limit,
         max_batch_size=config.rollout.max_batch_size,
         rollout=config.rollout,
-        seed=config.seed * 1000 + index,  # LoRA initialisation and the vLLM engine's sampling seed
+        seed=agent_seed(config, index),
     )
+
+
+def agent_seed(config: Config, index: int) -> int:
+    """Seed of agent `index`'s LoRA initialisation and vLLM engine sampling: seed · 1000 + index."""
+    return config.seed * 1000 + index

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 import torch
 from transformers import PreTrainedModel
 
+from hacrl_exp.rollout.base import compute_device
+
 
 def response_logprobs(
     model: PreTrainedModel,
@@ -25,7 +27,7 @@ def response_logprobs(
 
     logp_t = z[y_t] − logsumexp(z), z = logits / T, at the position before y_t; gradients flow when enabled.
     """
-    device = next(model.parameters()).device
+    device = compute_device(model)
     lengths = [len(p) + len(r) for p, r in zip(prompt_ids, response_ids)]
     width = max(lengths)
     ids = torch.full((len(lengths), width), pad_id, dtype=torch.long)

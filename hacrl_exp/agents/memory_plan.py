@@ -52,6 +52,8 @@ class Workload:
     vllm: bool
     vllm_fraction: float
     vllm_sleeps: bool
+    split_rows: bool = False
+    """rollout.sample_stream=row: a sharded agent's ranks split the rows (agents.sharding.RankSlicedEngine)."""
 
 
 def workload(config: Config, agent: AgentConfig, shape: ModelShape, rollout_multiplier: int = 1) -> Workload:
@@ -71,6 +73,7 @@ def workload(config: Config, agent: AgentConfig, shape: ModelShape, rollout_mult
         vllm=r.backend == "vllm",
         vllm_fraction=r.vllm.gpu_memory_utilization,
         vllm_sleeps=r.vllm.sleep_level > 0,
+        split_rows=r.sample_stream == "row",
     )
 
 
@@ -135,10 +138,11 @@ class AgentMemory:
         update = state + gathered + self.working + (0 if self.work.vllm_sleeps else budget)
         if self.work.vllm:
             return update, resting + budget
-        # HF generation on a sharded agent: every rank generates every row (agents.sharding keeps the sample stream
-        # of W = 1) on the full weights, gathered for the whole rollout
+        # HF generation on a sharded agent runs on the full weights, gathered for the whole rollout; every rank
+        # generates every row, or its 1/W of them with the row stream
         full = self.weights if world > 1 or offload else 0
-        batch = min(self.work.rollout_rows, self.work.max_batch)
+        rows = -(-self.work.rollout_rows // world) if self.work.split_rows else self.work.rollout_rows
+        batch = min(rows, self.work.max_batch)
         return update, resting + full + batch * self.work.seq_len * self.kv_per_token
 
     def vllm_problem(self, world: int, gpu_bytes: int) -> str | None:

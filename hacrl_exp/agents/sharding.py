@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -28,26 +28,40 @@ from torch.distributed.checkpoint.state_dict import (
     set_optimizer_state_dict,
 )
 from torch.distributed.fsdp import CPUOffloadPolicy, FSDPModule, MixedPrecisionPolicy, OffloadPolicy, fully_shard
+from torch.distributed.tensor import DTensor
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from hacrl_exp.agents.agent import Agent
 from hacrl_exp.agents.precision import DTYPES
 from hacrl_exp.config.schema import AgentConfig
+from hacrl_exp.rollout.base import Rollouts, SamplingSettings
+from hacrl_exp.rollout.hf import HFRolloutEngine
 
 
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now (the OS picks it), for a rank group's rendezvous store."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+def store_socket() -> socket.socket:
+    """Rank 0's rendezvous socket: bound to 127.0.0.1 on a port the OS picks, and listening from now on.
+
+    Rank 0 hosts its group's TCP store on this very socket (`init_rank_group`), so the port cannot be taken by
+    another process between being chosen and being used, and the store is reachable from this machine only (a
+    TCPStore that binds its own port listens on every interface). Keep the socket open as long as the group lives."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock
 
 
-def init_rank_group(rank: int, world: int, port: int, device: torch.device) -> None:
-    """Join this process to its agent's process group: a TCP store on 127.0.0.1:port (rank 0 hosts it), gloo on
-    CPU, NCCL on GPU. The W ranks of one agent share a machine (the executor packs them, docs/distributed.md)."""
+def init_rank_group(
+    rank: int, world: int, port: int, device: torch.device, listening: socket.socket | None = None
+) -> None:
+    """Join this process to its agent's process group: gloo on CPU, NCCL on GPU, rendezvous through a TCP store
+    at 127.0.0.1:port that rank 0 hosts on `listening` (its `store_socket`, whose port is `port`). The W ranks of
+    one agent share a machine (the executor packs them, docs/distributed.md)."""
     backend = "nccl" if device.type == "cuda" else "gloo"
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's pairs then connect over loopback, like the store
-    store = dist.TCPStore("127.0.0.1", port, world, is_master=rank == 0, use_libuv=True)
+    if rank == 0 and listening is None:
+        raise ValueError("rank 0 hosts the rendezvous store: pass its store_socket() as `listening`")
+    fd = listening.fileno() if rank == 0 and listening is not None else None
+    store = dist.TCPStore("127.0.0.1", port, world, is_master=rank == 0, use_libuv=True, master_listen_fd=fd)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world)
 
 
@@ -90,21 +104,55 @@ def shard_agent(agent: Agent, cfg: AgentConfig, offload: bool = False) -> Agent:
 
 @contextmanager
 def gathered(*models: torch.nn.Module | None) -> Iterator[None]:
-    """Keep every FSDP unit of `models` gathered from its first forward to the end of the block, then reshard.
+    """Gather every FSDP unit of `models` on entry and keep it gathered to the end of the block, then reshard.
 
     For generation, scoring and evaluation (no gradients): one all-gather per unit per block instead of one per
     forward, and generation runs a forward per new token. The rank holds the full weights meanwhile (in the
     gathered dtype), as verl's FSDP workers do when they sync weights into vLLM; the values are the same gathered
-    shards either way, so results do not change."""
+    shards either way, so results do not change. Inside the block a forward is no collective, so the ranks may run
+    different forwards (`RankSlicedEngine`)."""
     modules = [m for model in models if model is not None for m in model.modules() if isinstance(m, FSDPModule)]
     for module in modules:
         module.set_reshard_after_forward(False, recurse=False)
+        module.unshard()
     try:
         yield
     finally:
         for module in modules:
             module.set_reshard_after_forward(True, recurse=False)
             module.reshard()
+
+
+class RankSlicedEngine:
+    """Data-parallel generation for a sharded agent under rollout.sample_stream=row (rollout.hf).
+
+    Rank r of W generates the contiguous rows [r·B/W, (r+1)·B/W) of the call's B rows, each with its own generator,
+    left-padded to the whole call's width, then the ranks all-gather the responses: every rank holds what W = 1
+    draws, for 1/W of the generation work. Call it inside `gathered` (a forward there is no collective)."""
+
+    def __init__(self, engine: HFRolloutEngine) -> None:
+        self.engine, self.pad_id = engine, engine.pad_id
+
+    def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
+        rows = [list(p) for p in prompt_ids for _ in range(n)]
+        seeds = self.engine.row_seeds(len(rows), sampling)
+        rank, world = dist.get_rank(), dist.get_world_size()
+        low, high = len(rows) * rank // world, len(rows) * (rank + 1) // world
+        width = max(len(r) for r in rows)
+        mine = self.engine.generate_rows(rows[low:high], sampling, seeds and seeds[low:high], width)
+        parts: list = [None] * world
+        dist.all_gather_object(parts, (mine.response_ids, mine.texts, mine.finished))
+        responses, texts, finished = ([x for part in parts for x in part[i]] for i in range(3))
+        return Rollouts(prompt_ids=rows, response_ids=responses, texts=texts, finished=finished)
+
+
+def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:
+    """(name, full tensor) for every entry of the sharded model's state dict, one at a time, on every rank: each
+    DTensor shard is all-gathered as it is reached (`full_tensor`, a collective), so a rank holds one full weight at a
+    time beyond its shards. For a tensor-parallel vLLM engine's `load_weights` (rollout.vllm), which keeps its slice;
+    all ranks must consume it in the same order."""
+    for name, tensor in model.state_dict().items():
+        yield name, tensor.full_tensor() if isinstance(tensor, DTensor) else tensor
 
 
 def full_state_dict(model: torch.nn.Module) -> dict[str, torch.Tensor]:

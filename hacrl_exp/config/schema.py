@@ -203,6 +203,9 @@ class RolloutConfig:
     top_p: float = field(default=1.0, metadata=rng(0, 1, low_open=True))
     max_new_tokens: int = field(default=48, metadata=rng(1, 1 << 20))
     max_batch_size: int = field(default=256, metadata=rng(1, 1 << 20))
+    sample_stream: str = "agent"
+    """agent: one torch stream per agent draws for the whole batch | row: each row its own stream, so a row's sample
+    does not depend on batching and a sharded agent generates data-parallel over its ranks (hf only)."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     """Engine settings used when backend=vllm."""
 

@@ -32,6 +32,7 @@ CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trai
     "algorithm.capability_scope": ("batch", "category"),
     "task.name": ("arithmetic", "math"),
     "rollout.backend": ("hf", "vllm"),
+    "rollout.sample_stream": ("agent", "row"),
     "tracking.backend": ("mlflow", "none"),
     "executor.backend": ("local", "ray"),
 }
@@ -174,16 +175,10 @@ def _check_choices(config: Config) -> None:
         check(f"agents.members.{name}.model.arch", agent.model.arch, CHOICES["model.arch"])
         check(f"agents.members.{name}.model.dtype", agent.model.dtype, CHOICES["model.dtype"])
         check(f"agents.members.{name}.tokenizer.kind", agent.tokenizer.kind, CHOICES["tokenizer.kind"])
-    for key in (
-        "algorithm.kl_aggregation",
-        "algorithm.capability_scope",
-        "task.name",
-        "rollout.backend",
-        "tracking.backend",
-        "executor.backend",
-    ):
+    for key, allowed in CHOICES.items():
         group, leaf = key.split(".")
-        check(key, getattr(getattr(config, group), leaf), CHOICES[key])
+        if group not in ("model", "tokenizer"):  # those two are per agent, checked above
+            check(key, getattr(getattr(config, group), leaf), allowed)
     if config.task.name == "arithmetic":
         for tier in config.task.tiers:
             check("task.tiers", tier, ARITHMETIC_TIERS)
@@ -226,6 +221,11 @@ def _check_gpu(config: Config) -> None:
             raise ConfigError(f'{key}.lora.r={agent.lora.r} needs peft, not installed: pip install -e ".[lora]"')
         if agent.lora.r > 0 and not agent.lora.target_modules:
             raise ConfigError(f"{key}.lora.target_modules is empty; name the modules to adapt, or [all-linear]")
+    if config.rollout.backend == "vllm" and config.rollout.sample_stream != "agent":
+        raise ConfigError(
+            "rollout.sample_stream=row is built for rollout=hf only (vLLM draws per request); "
+            "set rollout.sample_stream=agent or use rollout=hf"
+        )
     if config.rollout.backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
             'rollout.backend=vllm needs vLLM, which is not installed: pip install -e ".[gpu]" on a CUDA machine, '
@@ -234,7 +234,8 @@ def _check_gpu(config: Config) -> None:
 
 
 def _check_sharding(config: Config, key: str, agent) -> None:
-    """world_size, fsdp.offload and placement need Ray actors; sharding is not combined with LoRA or vLLM yet."""
+    """world_size, fsdp.offload and placement need Ray actors; sharding is not combined with LoRA (nor offload with
+    vLLM) yet."""
     sharded = agent.world_size > 1 or agent.fsdp.offload
     asked = f"{key}.world_size={agent.world_size}" if agent.world_size > 1 else f"{key}.fsdp.offload=true"
     if sharded and config.executor.backend != "ray":
@@ -243,9 +244,10 @@ def _check_sharding(config: Config, key: str, agent) -> None:
         raise ConfigError(f"{key}.placement={agent.placement!r} needs executor=ray; add executor=ray or drop it")
     if sharded and agent.lora.r > 0:
         raise ConfigError(f"{asked} with {key}.lora.r={agent.lora.r}: sharded LoRA agents are not built; pick one")
-    if sharded and config.rollout.backend == "vllm":
+    if agent.fsdp.offload and config.rollout.backend == "vllm":
         raise ConfigError(
-            f"{asked} with rollout=vllm: tensor-parallel vLLM for sharded agents is not built; use rollout=hf"
+            f"{key}.fsdp.offload=true with rollout=vllm is not built (the engine syncs from GPU-resident shards); "
+            "use rollout=hf, or fsdp.offload=false and more ranks (world_size)"
         )
 
 

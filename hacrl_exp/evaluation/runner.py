@@ -23,7 +23,7 @@ from hacrl_exp.evaluation.metrics import CORRECT, Metric, bootstrap_ci, parse_me
 from hacrl_exp.evaluation.spec import BenchmarkSpec, Generation, load_benchmark
 from hacrl_exp.rewards import Grade, Grader
 from hacrl_exp.rewards.forms import compact
-from hacrl_exp.rollout.base import SamplingSettings
+from hacrl_exp.rollout.base import SamplingSettings, compute_device
 from hacrl_exp.tasks.base import Problem
 from hacrl_exp.tasks.math import gold_answer, question_text
 
@@ -154,7 +154,7 @@ def _run_benchmark(
     sampling = SamplingSettings(
         gen.temperature, gen.top_p, gen.top_k, gen.max_new_tokens, do_sample=gen.temperature > 0
     )
-    device = next(agent.model.parameters()).device
+    device = compute_device(agent.model)
     with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
         torch.manual_seed(seed * 1_000_003 + zlib.crc32(spec.name.encode()))  # per benchmark, order-independent
         rollouts = agent.engine.generate(prompts, gen.samples, sampling)

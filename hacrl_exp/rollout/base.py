@@ -10,6 +10,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import torch
+
 
 @dataclass(frozen=True)
 class SamplingSettings:
@@ -50,3 +52,14 @@ class RolloutEngine(Protocol):
     def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
         """Sample n responses for each prompt (given as token ids in the agent's own tokenizer)."""
         ...
+
+
+def compute_device(model: torch.nn.Module) -> torch.device:
+    """The device a forward of `model` computes on, where its inputs go: its parameters' device, except for an
+    FSDP2 module with CPU offload (hacrl_exp.agents.sharding), whose shards stay in host RAM between forwards and are
+    gathered onto its device mesh's accelerator (the process's current one) for each forward."""
+    param = next(model.parameters())
+    mesh = getattr(param, "device_mesh", None)  # set on a DTensor: an FSDP2-sharded parameter
+    if mesh is None or mesh.device_type == param.device.type:
+        return param.device
+    return torch.device(mesh.device_type, torch.get_device_module(mesh.device_type).current_device())

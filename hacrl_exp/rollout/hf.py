@@ -1,19 +1,41 @@
-"""transformers `generate` rollout backend: batched, left-padded, KV-cached sampling."""
+"""transformers `generate` rollout backend: batched, left-padded, KV-cached sampling.
+
+Two sources of randomness (rollout.sample_stream):
+  - agent (default): `generate(do_sample=True)` draws from the agent's torch stream, one draw per step for the whole
+    batch, so a row's sample depends on the rows it is batched with;
+  - row: each row draws from its own torch.Generator, seeded from one number the call takes from the agent's stream
+    and the row's index (`RowSampler`). A row's sample then does not depend on batching, which is what lets a sharded
+    agent split its rows over its ranks and still draw exactly what W = 1 draws (agents.sharding.RankSlicedEngine).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
+from transformers.generation.logits_process import (
+    LogitsProcessor,
+    LogitsProcessorList,
+    TemperatureLogitsWarper,
+    TopKLogitsWarper,
+    TopPLogitsWarper,
+)
 
 from hacrl_exp.faults import crash_point
-from hacrl_exp.rollout.base import Rollouts, SamplingSettings
+from hacrl_exp.rollout.base import Rollouts, SamplingSettings, compute_device
+
+SAMPLE_STREAMS = ("agent", "row")
 
 
-def left_pad(rows: Sequence[list[int]], pad_id: int, device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
-    """Stack token lists into (B, L) ids and attention mask, padded on the left for generation."""
-    width = max(len(r) for r in rows)
+def left_pad(
+    rows: Sequence[list[int]], pad_id: int, device: torch.device, width: int | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Stack token lists into (B, L) ids and attention mask, padded on the left for generation.
+
+    width: L (default: the longest row), so that a row is laid out the same whichever rows share its batch."""
+    width = max(len(r) for r in rows) if width is None else width
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, row in enumerate(rows):
@@ -36,40 +58,114 @@ def split_response(tokens: list[int], eos_id: int, pad_id: int) -> tuple[list[in
     return tokens, False
 
 
-class HFRolloutEngine:
-    """Samples with the agent's own (training) model through `model.generate`."""
+def is_greedy(sampling: SamplingSettings) -> bool:
+    return not sampling.do_sample or sampling.temperature == 0
 
-    def __init__(self, model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, max_batch_size: int = 256):
+
+def row_seeds(call_seed: int, count: int) -> list[int]:
+    """Seed of row r's generator: a SeedSequence of (call_seed, r), independent across rows and calls."""
+    return [int(np.random.SeedSequence([call_seed, r]).generate_state(1, dtype=np.uint64)[0]) for r in range(count)]
+
+
+class RowSampler(LogitsProcessor):
+    """Draws each row's next token from that row's own torch.Generator.
+
+    The scores go through the warpers `generate(do_sample=True)` applies, in its order (temperature, top-k, top-p),
+    to log p up to a constant; then the Gumbel-max trick: argmax_v (log p_v + g_v), g_v = −log(−log u_v),
+    u ~ U(0, 1) from the row's generator, is an exact draw from p. The returned scores are 0 for the drawn token and
+    −inf elsewhere, so greedy decoding (do_sample=False) takes it. A finished row keeps drawing from its own
+    generator, which touches no other row."""
+
+    def __init__(self, seeds: Sequence[int], sampling: SamplingSettings) -> None:
+        self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+        warpers = []
+        if sampling.temperature != 1.0:
+            warpers.append(TemperatureLogitsWarper(sampling.temperature))
+        if sampling.top_k > 0:
+            warpers.append(TopKLogitsWarper(sampling.top_k))
+        if sampling.top_p < 1.0:
+            warpers.append(TopPLogitsWarper(sampling.top_p))
+        self.warpers = LogitsProcessorList(warpers)
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        log_p = self.warpers(input_ids, scores).double()
+        uniform = torch.stack([torch.rand(log_p.shape[1], generator=g, dtype=torch.float64) for g in self.generators])
+        tiny = torch.finfo(torch.float64).tiny
+        gumbel = -torch.log(-torch.log(uniform.clamp(tiny, 1.0 - 2**-53)))
+        drawn = (log_p + gumbel.to(log_p.device)).argmax(dim=-1, keepdim=True)
+        return torch.full_like(scores, -torch.inf).scatter_(1, drawn, 0.0)
+
+
+class HFRolloutEngine:
+    """Samples with the agent's own (training) model through `model.generate`.
+
+    sample_stream: 'agent' or 'row' (module docstring)."""
+
+    def __init__(
+        self,
+        model: PreTrainedModel,
+        tokenizer: PreTrainedTokenizerBase,
+        max_batch_size: int = 256,
+        sample_stream: str = "agent",
+    ):
         if tokenizer.eos_token_id is None:
             raise ValueError("tokenizer has no EOS token; set tokenizer.eos_token")
+        if sample_stream not in SAMPLE_STREAMS:
+            raise ValueError(f"sample_stream={sample_stream!r} is not one of {SAMPLE_STREAMS}")
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
+        self.sample_stream = sample_stream
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
-    def _generation_config(self, sampling: SamplingSettings) -> GenerationConfig:
-        greedy = not sampling.do_sample or sampling.temperature == 0
+    def _generation_config(self, sampling: SamplingSettings, drawn_by_rows: bool = False) -> GenerationConfig:
+        greedy = is_greedy(sampling)
         kwargs = dict(
             max_new_tokens=sampling.max_new_tokens,
             eos_token_id=self.tokenizer.eos_token_id,
             pad_token_id=self.pad_id,
-            do_sample=not greedy,
+            do_sample=not greedy and not drawn_by_rows,
         )
-        if not greedy:
+        if kwargs["do_sample"]:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=max(sampling.top_k, 0))
         return GenerationConfig(**kwargs)
 
-    @torch.no_grad()
+    def row_seeds(self, count: int, sampling: SamplingSettings) -> list[int] | None:
+        """Per-row generator seeds for one call of `count` rows under sample_stream=row: one draw from the torch
+        stream in use (the agent's), then `row_seeds`. None when the call does not sample per row (greedy, or
+        sample_stream=agent); then nothing is drawn here."""
+        if self.sample_stream != "row" or is_greedy(sampling):
+            return None
+        return row_seeds(int(torch.randint(0, 2**63 - 1, (1,)).item()), count)
+
     def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
         """n samples per prompt; rows are grouped by prompt (row r belongs to prompt r // n)."""
         rows = [list(p) for p in prompt_ids for _ in range(n)]
-        config = self._generation_config(sampling)
-        device = next(self.model.parameters()).device
+        seeds = self.row_seeds(len(rows), sampling)
+        width = max(len(r) for r in rows) if self.sample_stream == "row" else None
+        return self.generate_rows(rows, sampling, seeds, width)
+
+    @torch.no_grad()
+    def generate_rows(
+        self,
+        rows: Sequence[list[int]],
+        sampling: SamplingSettings,
+        seeds: Sequence[int] | None = None,
+        width: int | None = None,
+    ) -> Rollouts:
+        """One response per prompt row, in max_batch_size chunks. seeds: per-row generator seeds (`RowSampler`);
+        None samples from the torch stream in use (or decodes greedily). width: left-pad every chunk to it."""
+        config = self._generation_config(sampling, seeds is not None)
+        device = compute_device(self.model)
         was_training = self.model.training
         self.model.eval()
         responses, finished = [], []
         for start in range(0, len(rows), self.max_batch_size):
             chunk = rows[start : start + self.max_batch_size]
-            ids, mask = left_pad(chunk, self.pad_id, device)
-            out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config)
+            ids, mask = left_pad(chunk, self.pad_id, device, width)
+            drawn = {}
+            if seeds is not None:
+                sampler = RowSampler(seeds[start : start + len(chunk)], sampling)
+                drawn = {"logits_processor": LogitsProcessorList([sampler])}
+            out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **drawn)
             crash_point("generate")  # fault-injection hook (hacrl_exp.faults); a no-op unless HACRL_CRASH_AT is set
             for continuation in out[:, ids.shape[1] :].tolist():
                 tokens, done = split_response(continuation, self.tokenizer.eos_token_id, self.pad_id)
@@ -77,4 +173,4 @@ class HFRolloutEngine:
                 finished.append(done)
         self.model.train(was_training)
         texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
-        return Rollouts(prompt_ids=rows, response_ids=responses, texts=texts, finished=finished)
+        return Rollouts(prompt_ids=[list(r) for r in rows], response_ids=responses, texts=texts, finished=finished)

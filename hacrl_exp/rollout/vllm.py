@@ -11,6 +11,14 @@ the training model's current weights with `load_weights`, the in-process path TR
 come from a callback the agent passes (`weights=`; for a LoRA agent, `hacrl_exp.agents.lora.merged_weights`), so this
 package never imports `agents`. The engine starts from the model's config with dummy weights, so nothing is written to
 or read from disk.
+
+A sharded agent (W ranks, hacrl_exp.agents.sharding) gets one engine per rank, tensor-parallel over the group
+(`tensor_parallel_size=W`): vLLM's external-launcher mode, the SPMD layout verl's hybrid engine uses. Each rank's
+engine joins the agent's process group (already formed; vLLM reuses it and builds its tensor-parallel groups inside
+it), holds its 1/W slice of the weights (`load_weights` takes the full tensors, which the ranks gather one at a time,
+and keeps its slice) and runs the same requests with the same seed and random stream, so every rank gets the same
+outputs. Written against vLLM's documented API; GPU-only and never run (no GPU was lent to the session that wrote
+it; docs/gpu.md).
 """
 
 from __future__ import annotations
@@ -98,6 +106,21 @@ def rollouts_from_outputs(
     return Rollouts(prompt_ids=rows, response_ids=responses, texts=texts, finished=finished)
 
 
+def tensor_parallel_settings(world: int) -> dict[str, Any]:
+    """vllm.LLM keyword arguments for one engine per rank of the current process group, tensor-parallel over its
+    `world` ranks ({} for W = 1). External-launcher mode reads the rank from RANK and the device from LOCAL_RANK (a
+    Ray actor sees its own GPU as its current one); the group itself must be formed first, vLLM reuses it."""
+    if world == 1:
+        return {}
+    dist = torch.distributed
+    if not dist.is_initialized() or dist.get_world_size() != world:
+        raise RuntimeError(f"a tensor-parallel vLLM engine over {world} ranks needs their process group formed first")
+    os.environ["RANK"] = str(dist.get_rank())
+    os.environ["LOCAL_RANK"] = str(torch.cuda.current_device())
+    os.environ["WORLD_SIZE"] = str(world)
+    return {"tensor_parallel_size": world, "distributed_executor_backend": "external_launcher"}
+
+
 def _engine_model(llm):
     """The engine's torch model, in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0), as TRL's colocate mode reaches it."""
     return llm.llm_engine.model_executor.driver_worker.model_runner.model
@@ -121,6 +144,7 @@ class VLLMRolloutEngine:
         seed: int = 0,
         optimizer: torch.optim.Optimizer | None = None,
         weights: Callable[[], Iterable[tuple[str, torch.Tensor]]] | None = None,
+        tensor_parallel_size: int = 1,
     ):
         vllm = require_vllm()
         device = next(model.parameters()).device
@@ -139,10 +163,12 @@ class VLLMRolloutEngine:
         self._vllm = vllm
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: weights load without copies
         os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")  # its torch.distributed rendezvous stays local
+        parallel = tensor_parallel_settings(tensor_parallel_size)
         self._config_dir = tempfile.TemporaryDirectory(prefix="hacrl_vllm_")
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         config = copy.deepcopy(base.config)
-        config.architectures = [type(base).__name__]  # models built from a config have none; vLLM picks by it
+        # models built from a config have none, and vLLM picks its model class by it (FSDP2's class is FSDP<name>)
+        config.architectures = [type(base).__name__.removeprefix("FSDP")]
         config.save_pretrained(self._config_dir.name)  # architecture only: weights come from the trainer
         self.llm = vllm.LLM(
             model=self._config_dir.name,
@@ -154,6 +180,7 @@ class VLLMRolloutEngine:
             enable_sleep_mode=settings.sleep_level > 0,
             enforce_eager=settings.enforce_eager,
             max_model_len=settings.max_model_len,
+            **parallel,
         )
         self.stale = True  # dummy weights until the first sync
         self._sleeping: set[str] = set()

@@ -6,9 +6,11 @@ Ray actors run each phase in parallel, so a phase then takes as long as its slow
 typed methods of `Executor` (`rollout`, `learn`, `evaluate`, `save`, `load`); only `call` knows how.
 
 A sharded agent (agents.members.<name>.world_size W > 1 or fsdp.offload, hacrl_exp.agents.sharding) is W Ray actors,
-one per rank, packed on one node by a STRICT_PACK placement group and joined by their own process group. `call`
-hides them: every rank gets the same call, the agent's result is rank 0's. `agents.members.<name>.placement` names
-a Ray custom resource that the agent's actors ask for (PLACEMENT_SHARE each), so they land on a node that has it.
+one per rank, packed on one node by a STRICT_PACK placement group and joined by their own process group (rendezvous
+on rank 0's loopback socket, `AgentWorker.join`). `call` hides them: every rank gets the same call, the agent's result
+is rank 0's; when a rank fails, the agent's other ranks are killed at once (they would wait in a collective for it).
+`agents.members.<name>.placement` names a Ray custom resource that the agent's actors ask for (PLACEMENT_SHARE
+each), so they land on a node that has it.
 """
 
 from __future__ import annotations
@@ -19,7 +21,6 @@ from typing import Any
 
 import torch
 
-from hacrl_exp.agents.sharding import free_port
 from hacrl_exp.config.schema import AgentConfig, Config, ExecutorConfig
 from hacrl_exp.distributed import connect, import_ray
 from hacrl_exp.errors import ConfigError
@@ -127,7 +128,9 @@ class RayExecutor(Executor):
         self.ray = import_ray()
         self.owns_ray = connect(settings.address, settings.include_dashboard, settings.num_cpus, settings.runtime_env)
         self.workers, self.groups, self.placement_groups = [], [], []
+        self.stopped: set[int] = set()  # agents whose ranks `_stop_ranks` killed
         members = config.agents.members
+        self.sharded = [i for i, member in enumerate(members.values()) if sharded(member)]
         threads = settings.threads_per_agent or config.trainer.threads or max(1, int(settings.cpus_per_agent))
         try:
             cluster = self.ray.cluster_resources()
@@ -137,6 +140,7 @@ class RayExecutor(Executor):
             self.groups = [self._start(config, i, member, threads) for i, member in enumerate(members.values())]
             self.workers = [group[0] for group in self.groups]
             self.call_all("ready")  # build errors (a bad model path, ...) surface here, as in the local executor
+            self._join_rank_groups()
             names = list(members)
             nodes = self.ray.get([actor.node_id.remote() for group in self.groups for actor in group])
             it = iter(nodes)
@@ -146,7 +150,7 @@ class RayExecutor(Executor):
             raise
 
     def _start(self, config: Config, index: int, member: AgentConfig, threads: int) -> list:
-        """Start agent `index`'s actors: one, or a packed rank group with its rendezvous port."""
+        """Start agent `index`'s actors: one, or a packed rank group (formed later by `_join_rank_groups`)."""
         settings = config.executor
         extra = {member.placement: PLACEMENT_SHARE} if member.placement else {}
         actor = self.ray.remote(_ActorWorker)
@@ -167,37 +171,51 @@ class RayExecutor(Executor):
                 f"{bundle} free for its ranks (they share one node); lower world_size or executor.cpus_per_agent"
             )
 
-        def at(rank: int) -> PlacementGroupSchedulingStrategy:
-            return PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=rank)
-
-        # the rendezvous port is picked on the node that will host rank 0's store
-        port = self.ray.get(self.ray.remote(free_port).options(num_cpus=0, scheduling_strategy=at(0)).remote())
         world = member.world_size
         return [
-            actor.options(**options, scheduling_strategy=at(r)).remote(
-                config, index, threads, None, RankGroup(r, world, port)
-            )
+            actor.options(
+                **options, scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=r)
+            ).remote(config, index, threads, None, RankGroup(r, world))
             for r in range(world)
         ]
 
+    def _join_rank_groups(self) -> None:
+        """Form every sharded agent's process group: each rank joins at its rank 0's rendezvous port."""
+        ports = self.ray.get([self.groups[i][0].store_port.remote() for i in self.sharded])
+        self.call("join", {i: (port,) for i, port in zip(self.sharded, ports)})
+
     def call(self, method: str, args: Mapping[int, tuple]) -> dict[int, Any]:
         refs = {i: [getattr(actor, method).remote(*a) for actor in self.groups[i]] for i, a in args.items()}
-        pending = [ref for group in refs.values() for ref in group]
+        agent_of = {ref: i for i, group in refs.items() for ref in group}
+        pending = list(agent_of)
         try:
-            while pending:  # the first failure at once: a failed rank leaves its peers waiting in a collective
+            while pending:  # the first failure at once
                 done, pending = self.ray.wait(pending, num_returns=1)
-                self.ray.get(done)
+                try:
+                    self.ray.get(done)
+                except Exception:
+                    self._stop_ranks(agent_of[done[0]])
+                    raise
             return {i: self.ray.get(group[0]) for i, group in refs.items()}  # rank 0's result
         except self.ray.exceptions.RayTaskError as exc:  # re-raise the worker's own exception (a ConfigError, ...)
             raise exc.cause from None
+
+    def _stop_ranks(self, index: int) -> None:
+        """Kill every rank of agent `index` after one failed: the others would wait in a collective for it (until
+        gloo's or NCCL's timeout, minutes), and `close` would wait for them. One actor alone is left to `close`."""
+        if len(self.groups[index]) > 1:
+            for actor in self.groups[index]:
+                self.ray.kill(actor)
+            self.stopped.add(index)
 
     def placement(self) -> dict[str, list[str]]:
         return dict(getattr(self, "nodes", {}))
 
     def close(self) -> None:
         actors = [actor for group in self.groups for actor in group]
+        alive = [actor for i, group in enumerate(self.groups) if i not in self.stopped for actor in group]
         try:  # let each actor stop its grader processes before it is killed
-            self.ray.get([actor.close.remote() for actor in actors], timeout=30)
+            self.ray.get([actor.close.remote() for actor in alive], timeout=30)
         except Exception:  # a dead or hung actor is killed below all the same
             pass
         for actor in actors:
@@ -207,7 +225,7 @@ class RayExecutor(Executor):
 
             for group in self.placement_groups:
                 remove_placement_group(group)
-        self.workers, self.groups, self.placement_groups = [], [], []
+        self.workers, self.groups, self.placement_groups, self.stopped = [], [], [], set()
         if self.owns_ray:
             self.ray.shutdown()
             self.owns_ray = False

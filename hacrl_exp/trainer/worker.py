@@ -9,8 +9,10 @@ which runs the learner's step (hacrl_exp.trainer.step) with its `LearnerParams`,
 Token ids, per-token log-probs and weights stay with their agent (checkpoints are written by each worker).
 
 A sharded agent (agents.members.<name>.world_size W > 1, or fsdp.offload) is W workers, one per rank, each a Ray
-actor built with its `RankGroup`; every rank runs every call on the same inputs (see `AgentWorker`), and the executor
-returns rank 0's result.
+actor built with its `RankGroup`, in two phases: every rank builds its agent (rank 0 also opens the group's
+rendezvous socket on 127.0.0.1), then all call `join` with rank 0's `store_port` to form the process group and shard
+the agent. Every rank then runs every call on the same inputs (see `AgentWorker`); the executor returns rank 0's
+result.
 
 Randomness: every worker owns a torch random stream seeded from (seed, agent index) and swapped in around each
 call, so an agent draws the same samples whether it shares a process with the other agents or runs alone.
@@ -21,16 +23,18 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import torch
 
+from hacrl_exp.agents.agent import make_engine
 from hacrl_exp.agents.devices import memory_metrics
-from hacrl_exp.agents.factory import make_agent
+from hacrl_exp.agents.factory import agent_seed, make_agent
 from hacrl_exp.config.schema import Config
-from hacrl_exp.rollout.base import SamplingSettings
+from hacrl_exp.rollout.base import SamplingSettings, compute_device
 from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.base import Problem, Task
 from hacrl_exp.trainer import step
@@ -48,11 +52,10 @@ def stream_seed(seed: int, index: int) -> int:
 
 @dataclass(frozen=True)
 class RankGroup:
-    """This worker's place in its agent's process group: rank of world, rendezvous at 127.0.0.1:port."""
+    """This worker's place in its agent's process group: rank of world."""
 
     rank: int
     world: int
-    port: int
 
 
 class AgentWorker:
@@ -62,10 +65,12 @@ class AgentWorker:
     own from config.task, which gives the same prompts and grades.
     group: set for one rank of a sharded agent (FSDP2, hacrl_exp.agents.sharding). Every rank then runs every call
     on the same inputs with the same random stream, which is what makes W ranks exactly one W = 1 agent:
-      - rollout, evaluate: an FSDP forward is a collective, so all ranks run the same forwards and draw the same
-        samples; rank 0's are returned. Each unit is all-gathered at its first forward and kept gathered until the
-        call ends (`agents.sharding.gathered`): generation runs on the full weights, one all-gather per unit per
-        call. Generation is not data-parallel over the ranks: splitting the rows would change the sample stream.
+      - rollout, evaluate: every unit is all-gathered once at the start of the call and kept gathered to its end
+        (`agents.sharding.gathered`), so generation runs on the full weights with no collective per forward. With
+        rollout.sample_stream=row the ranks split the rows and all-gather the responses (`RankSlicedEngine`): each
+        row draws from its own stream, so the split draws what W = 1 draws. With the default agent stream every rank
+        generates every row (one stream for the batch: splitting the rows would change the samples). Scoring the
+        rollouts (old and reference log-probs) runs the whole batch on every rank; rank 0's results are returned.
       - learn: every rank runs the whole batch (same micro-batches, same forward/backward count), so each rank's
         gradient is the W = 1 gradient and FSDP's reduce-scatter, an average over ranks, returns it unchanged; each
         rank then steps AdamW on its shard. Sharding saves memory (weights, gradients, AdamW state: 1/W each), not
@@ -88,16 +93,19 @@ class AgentWorker:
         self.task = build_task(config.task) if task is None else task
         # its device: agents.members.<name>.device, else trainer.device; 'auto' places agents over the GPUs this
         # process sees, for a Ray actor the executor.gpus_per_agent GPUs Ray gave it (hacrl_exp.agents.devices)
-        self.agent = make_agent(config, self.task, None, index)
-        if group is not None:
-            from hacrl_exp.agents.sharding import init_rank_group, shard_agent
+        # a sharded agent's vLLM engine joins the agent's process group: `join` builds it, once the group is formed
+        building = config
+        if group is not None and config.rollout.backend == "vllm":
+            building = replace(config, rollout=replace(config.rollout, backend="hf"))
+        self.agent = make_agent(building, self.task, None, index)
+        self.listening = None  # rank 0's rendezvous socket (agents.sharding.store_socket), held until close
+        if group is not None and group.rank == 0:
+            from hacrl_exp.agents.sharding import store_socket
 
-            init_rank_group(group.rank, group.world, group.port, self.agent.model.device)
-            member = config.agents.members[self.agent.name]
-            shard_agent(self.agent, member, member.fsdp.offload)
+            self.listening = store_socket()
         self.params = learner_params(config).get(index)  # None for a frozen agent
         self.benchmarks = BenchmarkEvaluation(config, self.task)
-        self.device = self.agent.model.device
+        self.device = compute_device(self.agent.model)
         self.rng: dict[str, torch.Tensor] = {}
         with self._rng_devices():
             torch.manual_seed(stream_seed(config.seed, index))
@@ -107,6 +115,32 @@ class AgentWorker:
     def ready(self) -> str:
         """The agent's name, once it is built (lets the Ray executor surface build errors at start)."""
         return self.agent.name
+
+    def store_port(self) -> int:
+        """Rank 0 of a sharded agent: the 127.0.0.1 port its rendezvous socket listens on, for every rank's `join`."""
+        if self.listening is None:
+            raise RuntimeError(f"{self.agent.name}: store_port is asked of rank 0 of a sharded agent only")
+        return int(self.listening.getsockname()[1])
+
+    def join(self, port: int) -> None:
+        """Form the agent's process group (rendezvous at 127.0.0.1:port, rank 0's `store_port`) and shard the agent
+        with FSDP2; the W ranks call it together, after building and before any other call. A collective."""
+        from hacrl_exp.agents.sharding import RankSlicedEngine, full_weights, init_rank_group, shard_agent
+
+        if self.group is None:
+            raise RuntimeError(f"{self.agent.name}: join is for the ranks of a sharded agent")
+        init_rank_group(self.group.rank, self.group.world, port, self.device, self.listening)
+        member, rollout, agent = self.config.agents.members[self.agent.name], self.config.rollout, self.agent
+        shard_agent(agent, member, member.fsdp.offload)
+        if rollout.backend == "vllm":  # one engine per rank, tensor-parallel over the group (rollout.vllm)
+            weights = partial(full_weights, agent.model)
+            seed = agent_seed(self.config, self.index)
+            agent.engine = make_engine(
+                member, agent.model, agent.tokenizer, agent.optimizer, rollout, rollout.max_batch_size, seed,
+                weights=weights, tensor_parallel_size=self.group.world,
+            )  # fmt: skip
+        elif rollout.sample_stream == "row":
+            agent.engine = RankSlicedEngine(agent.engine)
 
     def rollout(
         self, problems: Sequence[Problem], group: int, sampling: SamplingSettings
@@ -142,7 +176,7 @@ class AgentWorker:
 
     def evaluate(self, problems: Sequence[Problem], max_new_tokens: int) -> tuple[list[dict], dict[str, float]]:
         """Greedy answers to the held-out problems, one record per problem, and trainer.eval_benchmarks metrics."""
-        with self._own_rng(), self._gathered():
+        with self._own_rng(), self._gathered(with_reference=False):
             return greedy_answers(self.agent, self.task, problems, max_new_tokens), self.benchmarks.metrics(self.agent)
 
     def save(self, folder: str | Path) -> None:
@@ -168,14 +202,22 @@ class AgentWorker:
             close()
         if self.group is not None and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
+        if self.listening is not None:
+            self.listening.close()
+            self.listening = None
 
-    def _gathered(self):
-        """A sharded agent's weights gathered for a no-gradient call (agents.sharding.gathered); else nothing."""
-        if self.group is None:
+    def _gathered(self, with_reference: bool = True):
+        """A sharded agent's weights (and its reference's) gathered for a no-gradient call (agents.sharding.gathered);
+        else nothing."""
+        if self.group is None or self.config.rollout.backend == "vllm":
+            # a vLLM agent generates in its engine; its scoring forwards gather unit by unit (FSDP's default), so
+            # the rank never holds the full training weights next to vLLM's (the planner's rollout peak)
             return nullcontext()
         from hacrl_exp.agents.sharding import gathered
 
-        reference = self.agent.reference if isinstance(self.agent.reference, torch.nn.Module) else None
+        reference = (
+            self.agent.reference if with_reference and isinstance(self.agent.reference, torch.nn.Module) else None
+        )
         return gathered(self.agent.model, reference)
 
     def _rng_devices(self):

@@ -102,3 +102,21 @@ def test_unknown_pretrained_model_is_one_line():
     with pytest.raises(ConfigError, match="agents.members.qwen3_4b.model.path='nobody/none'"):
         estimate(preflight(["experiment=paper_qwen3_4b_8b", "agents.members.qwen3_4b.model.path=nobody/none"]))
     assert GIB == 2**30
+
+
+def test_the_row_stream_splits_a_sharded_agents_generation_batch():
+    """With rollout.sample_stream=row each of W ranks generates ⌈rows / W⌉ rows: its KV cache term is 1/W of the
+    agent stream's (which generates every row on every rank); the update peak does not change."""
+    common = ["experiment=paper_qwen3_4b_8b", "rollout.max_batch_size=1024"]
+    agent = {m.name: m for m in estimate(preflight(common))}["qwen3_8b"]
+    split = {m.name: m for m in estimate(preflight([*common, "rollout.sample_stream=row"]))}["qwen3_8b"]
+    rows = agent.work.rollout_rows
+    assert split.work.split_rows and not agent.work.split_rows and rows % 4 == 0
+    kv = rows * agent.work.seq_len * agent.kv_per_token
+    for world in (1, 4):
+        (update, rollout), (split_update, split_rollout) = (
+            agent.peaks(world, False, 80 * GIB),
+            split.peaks(world, False, 80 * GIB),
+        )
+        assert split_update == update
+        assert rollout - split_rollout == kv - kv // world

@@ -1,6 +1,7 @@
 """Sharded agents (FSDP2 over a gloo rank group of Ray actors), placed on named nodes of a (simulated) two-node Ray
-cluster, land there and give the run of unsharded ones; a sharded run killed with SIGKILL resumes to the same
-metrics.
+cluster, land there and give the run of unsharded ones, generating data-parallel over their ranks
+(rollout.sample_stream=row); a sharded run that generates every row on every rank (the default agent stream),
+killed with SIGKILL, resumes to the unsharded run's metrics.
 
 Every run is the tiny pair of tests/e2e/tiny.py, shrunk further (2 prompts × G 4, 16 new tokens), float32 on CPU.
 """
@@ -10,8 +11,10 @@ from __future__ import annotations
 import math
 import os
 import signal
+import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,6 +41,7 @@ BASE = [
     "tracking.backend=none",
 ]
 SHARDED = ["executor=ray", "executor.num_cpus=3", "agents.members.opt_char.world_size=2"]  # 2 + 1 actors
+ROW_STREAMS = ["rollout.sample_stream=row"]
 
 
 def same(x, y) -> bool:
@@ -72,10 +76,11 @@ def unsharded(tmp_path_factory) -> Path:
     return run
 
 
-def test_an_agent_sharded_over_two_ranks_on_named_nodes_matches_the_unsharded_run(unsharded, tmp_path):
-    """opt_char at W = 2 (FSDP2, gloo) next to gpt2_bpe at W = 1 gives the same metrics, evaluations and weights,
-    with each agent placed on a named node of a two-node cluster (ray.cluster_utils.Cluster: a head without CPUs
-    and nodes with custom resources node_a and node_b); every rank reports, from inside its actor, its node."""
+def test_an_agent_sharded_over_two_ranks_on_named_nodes_matches_the_unsharded_run(tmp_path):
+    """opt_char at W = 2 (FSDP2, gloo; its rollouts and evaluations split over the two ranks) next to gpt2_bpe at
+    W = 1 gives the same metrics, evaluations and weights as both unsharded, with each agent placed on a named node
+    of a two-node cluster (ray.cluster_utils.Cluster: a head without CPUs and nodes with custom resources node_a and
+    node_b); every rank reports, from inside its actor, its node."""
     from ray.cluster_utils import Cluster
 
     from hacrl_exp.distributed import _loopback_only
@@ -93,9 +98,11 @@ def test_an_agent_sharded_over_two_ranks_on_named_nodes_matches_the_unsharded_ru
                 "agents.members.opt_char.placement=node_a",
                 "agents.members.gpt2_bpe.placement=node_b",
             ]
-            summary = train(preflight([*BASE, *SHARDED, *placed]), tmp_path / "sharded")
+            summary = train(preflight([*BASE, *ROW_STREAMS, *SHARDED, *placed]), tmp_path / "sharded")
         finally:
             cluster.shutdown()
+    unsharded = tmp_path / "unsharded"
+    train(preflight([*BASE, *ROW_STREAMS]), unsharded)
     assert summary["placement"] == {"opt_char": [node_a.node_id] * 2, "gpt2_bpe": [node_b.node_id]}
     rows = read_metrics(tmp_path / "sharded" / "metrics.jsonl")
     assert compared(read_metrics(unsharded / "metrics.jsonl"), rows) > 50
@@ -119,8 +126,9 @@ def test_an_agent_sharded_over_two_ranks_on_named_nodes_matches_the_unsharded_ru
 
 def test_a_sharded_run_killed_and_resumed_ends_with_the_uninterrupted_metrics(unsharded, tmp_path):
     """SIGKILL (the crash point after checkpoint 2's files, DCP shards included, are written but not published),
-    then resume: checkpoint 1 is taken, and the run ends with the unsharded uninterrupted run's metrics, which the
-    test above shows equal to an uninterrupted sharded run's."""
+    then resume: checkpoint 1 is taken, and the run ends with the unsharded uninterrupted run's metrics and
+    weights. Both ranks generate every row here (the default agent stream), so this is also that path's W = 2 ≡
+    W = 1 test."""
     run = tmp_path / "run"
     overrides = [*BASE, *SHARDED, "trainer.checkpoint_every=1"]
     env = {**os.environ, CRASH_ENV: "checkpoint:2", "PYTHONPATH": str(REPO)}
@@ -137,6 +145,41 @@ def test_a_sharded_run_killed_and_resumed_ends_with_the_uninterrupted_metrics(un
         mine, reference = final_weights(run, name), final_weights(unsharded, name)
         for key in reference:
             torch.testing.assert_close(mine[key], reference[key], rtol=1e-5, atol=1e-7)
+
+
+def test_the_rendezvous_is_loopback_only_and_a_failed_rank_stops_its_agent_at_once():
+    """Rank 0 hosts its group's store on 127.0.0.1 only (this machine's other address refuses the port). Kill rank 1
+    (as kill -9 or the OOM killer would): the next call fails at once, rank 0 is killed with it rather than left
+    waiting in a collective, the other agent still answers, and close does not wait for the dead group."""
+    import ray
+
+    from hacrl_exp.rollout.base import SamplingSettings
+    from hacrl_exp.tasks import build_task
+    from hacrl_exp.trainer.executor import RayExecutor
+
+    config = preflight([*BASE, *SHARDED])
+    executor = RayExecutor(config)
+    try:
+        opt_ranks = executor.groups[0]
+        port = ray.get(opt_ranks[0].store_port.remote())
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
+        address = ray.util.get_node_ip_address()
+        if not address.startswith("127."):
+            with pytest.raises(OSError):
+                socket.create_connection((address, port), timeout=5).close()
+        ray.kill(opt_ranks[1])
+        started = time.monotonic()
+        problems = build_task(config.task).train_problems(1, 2)
+        with pytest.raises(ray.exceptions.RayActorError):
+            executor.rollout(problems, 4, SamplingSettings(max_new_tokens=8))
+        assert time.monotonic() - started < 30
+        with pytest.raises(ray.exceptions.RayActorError):
+            ray.get(opt_ranks[0].ready.remote(), timeout=60)
+        assert executor.call("ready", {1: ()}) == {1: "gpt2_bpe"}
+    finally:
+        started = time.monotonic()
+        executor.close()
+    assert time.monotonic() - started < 25  # the dead group's close is not awaited (30 s timeout)
 
 
 def test_sharding_settings_need_ray_and_a_placement_that_exists():

@@ -1,0 +1,99 @@
+"""hacrl_exp.agents.sharding on two real gloo ranks (spawned processes): the loopback rendezvous, the full weights a
+tensor-parallel vLLM engine would load, and data-parallel generation equal to one unsharded agent's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+WORLD = 2
+OVERRIDES = [
+    "agents=solo",
+    "algorithm=gspo",
+    "agents.members.opt_char.warm_start.steps=0",
+    "rollout.sample_stream=row",
+    "rollout.max_new_tokens=12",
+    "tracking.backend=none",
+]
+
+
+def _rank(rank: int, ports, folder: str) -> None:
+    from torch.distributed.tensor import DTensor
+
+    from hacrl_exp.agents.factory import make_agent
+    from hacrl_exp.agents.sharding import (
+        RankSlicedEngine,
+        full_weights,
+        gathered,
+        init_rank_group,
+        shard_agent,
+        store_socket,
+    )
+    from hacrl_exp.rollout.base import SamplingSettings, compute_device
+    from hacrl_exp.tasks import build_task
+    from hacrl_exp.trainer.validate import preflight
+
+    torch.set_num_threads(1)
+    config = preflight(OVERRIDES)
+    task = build_task(config.task)
+    agent = make_agent(config, task, torch.device("cpu"), 0)
+    unsharded = {name: tensor.clone() for name, tensor in agent.model.state_dict().items()}
+    prompts = [agent.prompt_ids(p.prompt) for p in task.train_problems(1, 3)]
+    sampling = SamplingSettings(temperature=1.0, max_new_tokens=12)
+    torch.manual_seed(11)
+    expected = agent.engine.generate(prompts, 3, sampling)  # W = 1, the row stream: 9 rows
+
+    listening = store_socket() if rank == 0 else None
+    if rank == 0:
+        ports.put(listening.getsockname()[1])
+    port = listening.getsockname()[1] if listening is not None else ports.get()
+    init_rank_group(rank, WORLD, port, torch.device("cpu"), listening)
+    shard_agent(agent, config.agents.members["opt_char"])
+    weights = dict(full_weights(agent.model))
+    engine = RankSlicedEngine(agent.engine)
+    with gathered(agent.model):
+        torch.manual_seed(11)
+        split = engine.generate(prompts, 3, sampling)  # rows 0-3 here on rank 0, 4-8 on rank 1, then gathered
+    result = {
+        "sharded": all(isinstance(p, DTensor) for p in agent.model.parameters()),
+        "device": str(compute_device(agent.model)),
+        "keys": sorted(weights) == sorted(unsharded),
+        "weights": all(torch.equal(weights[k], unsharded[k]) for k in unsharded),
+        "responses": split.response_ids == expected.response_ids and split.texts == expected.texts,
+        "finished": split.finished == expected.finished,
+        "prompts": split.prompt_ids == expected.prompt_ids,
+        "rows": len(split.response_ids),
+    }
+    torch.distributed.destroy_process_group()
+    torch.save(result, f"{folder}/rank{rank}.pt")
+
+
+def test_two_ranks_gather_the_full_weights_and_split_generation_exactly(tmp_path):
+    ctx = mp.get_context("spawn")
+    ports = ctx.Queue()
+    procs = [ctx.Process(target=_rank, args=(r, ports, str(tmp_path))) for r in range(WORLD)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=300)
+    assert [p.exitcode for p in procs] == [0, 0]
+    for rank in range(WORLD):
+        result = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
+        assert result == {
+            "sharded": True,
+            "device": "cpu",
+            "keys": True,
+            "weights": True,
+            "responses": True,
+            "finished": True,
+            "prompts": True,
+            "rows": 9,
+        }, rank
+
+
+def test_rank_zero_needs_its_listening_socket():
+    from hacrl_exp.agents.sharding import init_rank_group
+
+    with pytest.raises(ValueError, match="rank 0 hosts the rendezvous store"):
+        init_rank_group(0, 2, 12345, torch.device("cpu"))
