@@ -14,9 +14,9 @@ step dropped:
          the rows, hacrl_exp.agents.sharding.RankSlicedEngine).
 Communication: for one extra step, torch.profiler on rank 0 records the gloo collectives (FSDP2's all-gathers and
 reduce-scatters, the gradient-norm all-reduce, the rollouts' all-gather) and the share of the step's wall time spent
-inside them. Scoring and learning run the whole batch on every rank (hacrl_exp.trainer.worker.AgentWorker), so W = 2
-repeats that compute on two cores: the learn ratio shows the cost of sharding's communication and redundancy, not a
-speed-up; generation is the part the row stream splits.
+inside them. Learning runs the whole batch on every rank (hacrl_exp.trainer.worker.AgentWorker), so W = 2 repeats
+that compute on two cores: the learn ratio shows the cost of sharding's communication and redundancy, not a
+speed-up. Scoring splits its chunks over the ranks in both W = 2 modes; generation splits with the row stream.
 """
 
 from __future__ import annotations

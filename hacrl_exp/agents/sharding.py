@@ -32,6 +32,7 @@ from torch.distributed.tensor import DTensor
 from transformers.modeling_layers import GradientCheckpointingLayer
 
 from hacrl_exp.agents.agent import Agent
+from hacrl_exp.agents.logprobs import batched_response_logprobs
 from hacrl_exp.agents.precision import DTYPES
 from hacrl_exp.config.schema import AgentConfig
 from hacrl_exp.rollout.base import Rollouts, SamplingSettings
@@ -144,6 +145,29 @@ class RankSlicedEngine:
         dist.all_gather_object(parts, (mine.response_ids, mine.texts, mine.finished))
         responses, texts, finished = ([x for part in parts for x in part[i]] for i in range(3))
         return Rollouts(prompt_ids=rows, response_ids=responses, texts=texts, finished=finished)
+
+
+def rank_sliced_logprobs(
+    model: torch.nn.Module,
+    prompt_ids: Sequence[list[int]],
+    response_ids: Sequence[list[int]],
+    pad_id: int,
+    batch_size: int,
+    temperature: float = 1.0,
+) -> list[torch.Tensor]:
+    """`agents.logprobs.batched_response_logprobs` data-parallel over the ranks: of its C chunks of batch_size rows,
+    rank r scores the contiguous chunks [r·C/W, (r+1)·C/W), then the ranks all-gather the per-row log-probs. Every
+    chunk holds the rows W = 1 puts in it, padded alike, so the result is W = 1's bit for bit. Call it inside
+    `gathered` (a forward there is no collective)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    chunks = -(-len(prompt_ids) // batch_size)
+    low, high = chunks * rank // world * batch_size, chunks * (rank + 1) // world * batch_size
+    mine = batched_response_logprobs(
+        model, prompt_ids[low:high], response_ids[low:high], pad_id, batch_size, temperature
+    )
+    parts: list = [None] * world
+    dist.all_gather_object(parts, mine)
+    return [row for part in parts for row in part]
 
 
 def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:

@@ -8,6 +8,7 @@ log-prob with its token count (spec §1.2, as C1 stores it). Rows are prompt-maj
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -81,10 +82,14 @@ def collect_rollouts(
     task: Task,
     score_batch_size: int,
     times: dict[str, float],
+    score: Callable[..., list[torch.Tensor]] = batched_response_logprobs,
 ) -> SourceRollouts:
     """Phases 1–3 for one agent: sample G responses per prompt, grade them, and score them with the
     agent's own training model before any update of the step (the source's old log-probs, spec §1.2);
-    also the reference log-probs when the KL term is on. Adds the seconds of each phase to `times`."""
+    also the reference log-probs when the KL term is on. Adds the seconds of each phase to `times`.
+
+    score: `batched_response_logprobs` or a function of the same signature and result (a sharded agent's ranks
+    split the chunks, agents.sharding.rank_sliced_logprobs)."""
     started = time.perf_counter()
     problem_prompt_ids = [agent.prompt_ids(p.prompt) for p in problems]
     rollouts = agent.engine.generate(problem_prompt_ids, group, sampling)
@@ -94,8 +99,8 @@ def collect_rollouts(
     rewards = torch.tensor([g.reward for g in grades], dtype=torch.float64)
     scored = time.perf_counter()
     args = (rollouts.prompt_ids, rollouts.response_ids, agent.pad_id, score_batch_size, sampling.temperature)
-    old = batched_response_logprobs(agent.model, *args)
-    ref = batched_response_logprobs(agent.reference, *args) if agent.reference is not None else None
+    old = score(agent.model, *args)
+    ref = score(agent.reference, *args) if agent.reference is not None else None
     done = time.perf_counter()
     times["generate"] += graded - started
     times["reward"] += scored - graded

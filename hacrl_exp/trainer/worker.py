@@ -33,6 +33,7 @@ import torch
 from hacrl_exp.agents.agent import make_engine
 from hacrl_exp.agents.devices import memory_metrics
 from hacrl_exp.agents.factory import agent_seed, make_agent
+from hacrl_exp.agents.logprobs import batched_response_logprobs
 from hacrl_exp.config.schema import Config
 from hacrl_exp.rollout.base import SamplingSettings, compute_device
 from hacrl_exp.tasks import build_task
@@ -70,7 +71,9 @@ class AgentWorker:
         rollout.sample_stream=row the ranks split the rows and all-gather the responses (`RankSlicedEngine`): each
         row draws from its own stream, so the split draws what W = 1 draws. With the default agent stream every rank
         generates every row (one stream for the batch: splitting the rows would change the samples). Scoring the
-        rollouts (old and reference log-probs) runs the whole batch on every rank; rank 0's results are returned.
+        rollouts (old and reference log-probs) splits its chunks over the ranks either way (`rank_sliced_logprobs`:
+        each chunk is W = 1's, so the log-probs are too); rank 0's results are returned. A vLLM agent generates in
+        its tensor-parallel engine and scores every row on every rank, unit by unit.
       - learn: every rank runs the whole batch (same micro-batches, same forward/backward count), so each rank's
         gradient is the W = 1 gradient and FSDP's reduce-scatter, an average over ranks, returns it unchanged; each
         rank then steps AdamW on its shard. Sharding saves memory (weights, gradients, AdamW state: 1/W each), not
@@ -106,6 +109,7 @@ class AgentWorker:
         self.params = learner_params(config).get(index)  # None for a frozen agent
         self.benchmarks = BenchmarkEvaluation(config, self.task)
         self.device = compute_device(self.agent.model)
+        self.score = batched_response_logprobs  # collect_rollouts' scoring; `join` may split it over the ranks
         self.rng: dict[str, torch.Tensor] = {}
         with self._rng_devices():
             torch.manual_seed(stream_seed(config.seed, index))
@@ -125,7 +129,13 @@ class AgentWorker:
     def join(self, port: int) -> None:
         """Form the agent's process group (rendezvous at 127.0.0.1:port, rank 0's `store_port`) and shard the agent
         with FSDP2; the W ranks call it together, after building and before any other call. A collective."""
-        from hacrl_exp.agents.sharding import RankSlicedEngine, full_weights, init_rank_group, shard_agent
+        from hacrl_exp.agents.sharding import (
+            RankSlicedEngine,
+            full_weights,
+            init_rank_group,
+            rank_sliced_logprobs,
+            shard_agent,
+        )
 
         if self.group is None:
             raise RuntimeError(f"{self.agent.name}: join is for the ranks of a sharded agent")
@@ -139,8 +149,10 @@ class AgentWorker:
                 member, agent.model, agent.tokenizer, agent.optimizer, rollout, rollout.max_batch_size, seed,
                 weights=weights, tensor_parallel_size=self.group.world,
             )  # fmt: skip
-        elif rollout.sample_stream == "row":
+            return  # its scoring forwards are collectives (no `gathered`): every rank scores every row
+        if rollout.sample_stream == "row":
             agent.engine = RankSlicedEngine(agent.engine)
+        self.score = rank_sliced_logprobs
 
     def rollout(
         self, problems: Sequence[Problem], group: int, sampling: SamplingSettings
@@ -152,7 +164,7 @@ class AgentWorker:
         score_batch = self.config.trainer.micro_batch_size
         with self._own_rng(), self._gathered():
             self._own = collect_rollouts(
-                self.agent, self.index, problems, group, sampling, self.task, score_batch, times
+                self.agent, self.index, problems, group, sampling, self.task, score_batch, times, self.score
             )
         return self._own.shared(), times
 

@@ -1,5 +1,5 @@
 """hacrl_exp.agents.sharding on two real gloo ranks (spawned processes): the loopback rendezvous, the full weights a
-tensor-parallel vLLM engine would load, and data-parallel generation equal to one unsharded agent's."""
+tensor-parallel vLLM engine would load, and data-parallel generation and scoring equal to one unsharded agent's."""
 
 from __future__ import annotations
 
@@ -22,11 +22,13 @@ def _rank(rank: int, ports, folder: str) -> None:
     from torch.distributed.tensor import DTensor
 
     from hacrl_exp.agents.factory import make_agent
+    from hacrl_exp.agents.logprobs import batched_response_logprobs
     from hacrl_exp.agents.sharding import (
         RankSlicedEngine,
         full_weights,
         gathered,
         init_rank_group,
+        rank_sliced_logprobs,
         shard_agent,
         store_socket,
     )
@@ -43,6 +45,8 @@ def _rank(rank: int, ports, folder: str) -> None:
     sampling = SamplingSettings(temperature=1.0, max_new_tokens=12)
     torch.manual_seed(11)
     expected = agent.engine.generate(prompts, 3, sampling)  # W = 1, the row stream: 9 rows
+    scoring = (expected.prompt_ids, expected.response_ids, agent.pad_id, 4, 0.7)  # chunks of 4, 4, 1 rows
+    expected_logp = batched_response_logprobs(agent.model, *scoring)
 
     listening = store_socket() if rank == 0 else None
     if rank == 0:
@@ -55,6 +59,7 @@ def _rank(rank: int, ports, folder: str) -> None:
     with gathered(agent.model):
         torch.manual_seed(11)
         split = engine.generate(prompts, 3, sampling)  # rows 0-3 here on rank 0, 4-8 on rank 1, then gathered
+        logp = rank_sliced_logprobs(agent.model, *scoring)  # chunk 0 on rank 0, chunks 1 and 2 on rank 1
     result = {
         "sharded": all(isinstance(p, DTensor) for p in agent.model.parameters()),
         "device": str(compute_device(agent.model)),
@@ -64,6 +69,7 @@ def _rank(rank: int, ports, folder: str) -> None:
         "finished": split.finished == expected.finished,
         "prompts": split.prompt_ids == expected.prompt_ids,
         "rows": len(split.response_ids),
+        "logprobs": len(logp) == 9 and all(torch.equal(a, b) for a, b in zip(logp, expected_logp)),
     }
     torch.distributed.destroy_process_group()
     torch.save(result, f"{folder}/rank{rank}.pt")
@@ -89,6 +95,7 @@ def test_two_ranks_gather_the_full_weights_and_split_generation_exactly(tmp_path
             "finished": True,
             "prompts": True,
             "rows": 9,
+            "logprobs": True,
         }, rank
 
 
