@@ -12,6 +12,7 @@ turns on token authentication by default (the token lives in ~/.ray/auth_token);
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -77,6 +78,9 @@ def connect(
                 f"or set {settings}.address=null for a private Ray on this machine"
             ) from None
         return True
+    # the private Ray's token authentication is on by default, as we want it; Ray's notice of that is not a warning
+    # for our users (and an error exiting with code 2 must stay one line)
+    logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
     with _loopback_only():
         ray.init(address="local", include_dashboard=include_dashboard, num_cpus=num_cpus, **options)
     return True

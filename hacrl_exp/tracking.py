@@ -314,6 +314,10 @@ def create_stores(configs) -> None:
     if uris:
         from mlflow.tracking import MlflowClient
 
+        # MLflow's INFO lines on creating a new store's tables are not news, and an error that exits with code 2
+        # later (one Ray cannot place, ...) must stay one line on stderr
+        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+
         for uri in sorted(uris):
             MlflowClient(uri).search_experiments(max_results=1)
 

@@ -42,9 +42,9 @@ from hacrl_exp.rollout.hf import HFRolloutEngine
 def store_socket() -> socket.socket:
     """Rank 0's rendezvous socket: bound to 127.0.0.1 on a port the OS picks, and listening from now on.
 
-    Rank 0 hosts its group's TCP store on this very socket (`init_rank_group`), so the port cannot be taken by
-    another process between being chosen and being used, and the store is reachable from this machine only (a
-    TCPStore that binds its own port listens on every interface). Keep the socket open as long as the group lives."""
+    Rank 0 hosts its group's TCP store on this very socket (`init_rank_group`, which hands its descriptor over to
+    the store), so the port cannot be taken by another process between being chosen and being used, and the store
+    is reachable from this machine only (a TCPStore that binds its own port listens on every interface)."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
     sock.listen()
@@ -61,7 +61,8 @@ def init_rank_group(
     os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's pairs then connect over loopback, like the store
     if rank == 0 and listening is None:
         raise ValueError("rank 0 hosts the rendezvous store: pass its store_socket() as `listening`")
-    fd = listening.fileno() if rank == 0 and listening is not None else None
+    # the store owns the descriptor from here and closes it: detached, the socket object no longer would
+    fd = listening.detach() if rank == 0 and listening is not None else None
     store = dist.TCPStore("127.0.0.1", port, world, is_master=rank == 0, use_libuv=True, master_listen_fd=fd)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world)
 

@@ -165,7 +165,12 @@ class HFRolloutEngine:
             if seeds is not None:
                 sampler = RowSampler(seeds[start : start + len(chunk)], sampling)
                 drawn = {"logits_processor": LogitsProcessorList([sampler])}
-            out = self.model.generate(input_ids=ids, attention_mask=mask, generation_config=config, **drawn)
+            # synced_gpus=False: transformers would sync every decoding step of an FSDP-managed model with its
+            # peers, but a sharded agent generates on gathered weights (agents.sharding.gathered), each rank alone
+            # and on its own rows (RankSlicedEngine), so the ranks' call and step counts may differ
+            out = self.model.generate(
+                input_ids=ids, attention_mask=mask, generation_config=config, synced_gpus=False, **drawn
+            )
             crash_point("generate")  # fault-injection hook (hacrl_exp.faults); a no-op unless HACRL_CRASH_AT is set
             for continuation in out[:, ids.shape[1] :].tolist():
                 tokens, done = split_response(continuation, self.tokenizer.eos_token_id, self.pad_id)

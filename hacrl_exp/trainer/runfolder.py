@@ -73,13 +73,16 @@ def config_params(config: Config) -> dict:
 AGENT_DEFAULTS = {"world_size": "1", "fsdp.offload": "False"}
 """Sharding keys of an agent that are left out of the comparison at these values, so a checkpoint written before
 they existed still resumes. Another value changes the checkpoint's layout (optim/<name>.dcp), so it must stay."""
+ADDED_DEFAULTS = {"rollout.sample_stream": "agent"}
+"""Keys added after checkpoints were written, left out of the comparison at the value that behaves as before they
+existed, so those checkpoints still resume. Another value changes what is sampled, so it must stay."""
 
 
 def _flat(params: dict) -> dict[str, str]:
     from hacrl_exp.tracking import flatten
 
     def kept(key: str, value: str) -> bool:
-        if key.startswith(MAY_CHANGE) or key in MAY_CHANGE:
+        if key.startswith(MAY_CHANGE) or key in MAY_CHANGE or ADDED_DEFAULTS.get(key) == value:
             return False
         if key.startswith("agents.members."):
             field = key.split(".", 3)[3]

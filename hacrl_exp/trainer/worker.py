@@ -101,7 +101,7 @@ class AgentWorker:
         if group is not None and config.rollout.backend == "vllm":
             building = replace(config, rollout=replace(config.rollout, backend="hf"))
         self.agent = make_agent(building, self.task, None, index)
-        self.listening = None  # rank 0's rendezvous socket (agents.sharding.store_socket), held until close
+        self.listening = None  # rank 0's rendezvous socket (agents.sharding.store_socket) until `join` hands it over
         if group is not None and group.rank == 0:
             from hacrl_exp.agents.sharding import store_socket
 

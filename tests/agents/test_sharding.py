@@ -47,12 +47,15 @@ def _rank(rank: int, ports, folder: str) -> None:
     expected = agent.engine.generate(prompts, 3, sampling)  # W = 1, the row stream: 9 rows
     scoring = (expected.prompt_ids, expected.response_ids, agent.pad_id, 4, 0.7)  # chunks of 4, 4, 1 rows
     expected_logp = batched_response_logprobs(agent.model, *scoring)
+    torch.manual_seed(12)
+    one_row = agent.engine.generate(prompts[:1], 1, sampling)
 
     listening = store_socket() if rank == 0 else None
     if rank == 0:
         ports.put(listening.getsockname()[1])
     port = listening.getsockname()[1] if listening is not None else ports.get()
     init_rank_group(rank, WORLD, port, torch.device("cpu"), listening)
+    handed_over = listening is None or listening.fileno() == -1  # the store owns (and will close) the descriptor
     shard_agent(agent, config.agents.members["opt_char"])
     weights = dict(full_weights(agent.model))
     engine = RankSlicedEngine(agent.engine)
@@ -60,7 +63,15 @@ def _rank(rank: int, ports, folder: str) -> None:
         torch.manual_seed(11)
         split = engine.generate(prompts, 3, sampling)  # rows 0-3 here on rank 0, 4-8 on rank 1, then gathered
         logp = rank_sliced_logprobs(agent.model, *scoring)  # chunk 0 on rank 0, chunks 1 and 2 on rank 1
+        # the ranks call generate a different number of times (2 chunks of 2 rows here, 3 there; then none on
+        # rank 0): each decodes alone, no step waits for a peer
+        agent.engine.max_batch_size = 2
+        torch.manual_seed(11)
+        chunked = engine.generate(prompts, 3, sampling)
+        torch.manual_seed(12)
+        alone = engine.generate(prompts[:1], 1, sampling)
     result = {
+        "handed_over": handed_over,
         "sharded": all(isinstance(p, DTensor) for p in agent.model.parameters()),
         "device": str(compute_device(agent.model)),
         "keys": sorted(weights) == sorted(unsharded),
@@ -69,6 +80,7 @@ def _rank(rank: int, ports, folder: str) -> None:
         "finished": split.finished == expected.finished,
         "prompts": split.prompt_ids == expected.prompt_ids,
         "rows": len(split.response_ids),
+        "uneven": chunked.response_ids == expected.response_ids and alone.response_ids == one_row.response_ids,
         "logprobs": len(logp) == 9 and all(torch.equal(a, b) for a, b in zip(logp, expected_logp)),
     }
     torch.distributed.destroy_process_group()
@@ -87,6 +99,7 @@ def test_two_ranks_gather_the_full_weights_and_split_generation_exactly(tmp_path
     for rank in range(WORLD):
         result = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
         assert result == {
+            "handed_over": True,
             "sharded": True,
             "device": "cpu",
             "keys": True,
@@ -95,6 +108,7 @@ def test_two_ranks_gather_the_full_weights_and_split_generation_exactly(tmp_path
             "finished": True,
             "prompts": True,
             "rows": 9,
+            "uneven": True,
             "logprobs": True,
         }, rank
 

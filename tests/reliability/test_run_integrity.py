@@ -185,3 +185,18 @@ def test_a_resume_replays_metrics_the_store_missed(copy, finished):
     assert [s for s, _ in runs["opt_char"]["metrics"]["train/reward_mean"]] == [1, 2, 3]  # sent from metrics.jsonl
     assert [s for s, _ in runs["gpt2_bpe"]["metrics"]["train/reward_mean"]] == [1, 2, 3]  # and nothing twice
     assert {r["status"] for r in runs.values()} == {"FINISHED"}
+
+
+def test_a_checkpoint_from_before_a_key_existed_resumes_at_the_keys_old_behaviour():
+    """rollout.sample_stream came after checkpoints were written: at `agent` (what they sampled with) it is left out
+    of the comparison; `row` samples otherwise and is refused."""
+    from hacrl_exp.trainer.runfolder import check_same_config, config_hash, config_params
+
+    params = config_params(preflight(OVERRIDES))
+    old = json.loads(json.dumps(params))
+    del old["rollout"]["sample_stream"]  # the config as a checkpoint written before the key recorded it
+    state = {"config": old, "config_hash": config_hash(old)}
+    check_same_config(params, state, "old-run")
+    row = config_params(preflight([*OVERRIDES, "rollout.sample_stream=row"]))
+    with pytest.raises(ConfigError, match=r"in rollout.sample_stream \(<unset> → row\)"):
+        check_same_config(row, state, "old-run")

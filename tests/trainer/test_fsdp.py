@@ -46,7 +46,8 @@ ROW_STREAMS = ["rollout.sample_stream=row"]
 
 def same(x, y) -> bool:
     if isinstance(x, float) and isinstance(y, float):
-        return (math.isnan(x) and math.isnan(y)) or x == pytest.approx(y, rel=1e-6, abs=1e-9)
+        # 1e-5: float32 reductions in another order (the gradient norm over the ranks' shards) differ at ~1e-6
+        return (math.isnan(x) and math.isnan(y)) or x == pytest.approx(y, rel=1e-5, abs=1e-9)
     return x == y
 
 

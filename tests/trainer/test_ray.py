@@ -118,3 +118,16 @@ def test_actors_that_cannot_fit_the_cluster_are_a_config_error():
         _check_fits({"CPU": 2.0}, 3, ExecutorConfig(cpus_per_agent=1))
     with pytest.raises(ConfigError, match="lower executor.gpus_per_agent"):
         _check_fits({"CPU": 8.0}, 2, ExecutorConfig(gpus_per_agent=1))
+
+
+def test_ranks_a_private_ray_cannot_place_exit_2_with_one_line(tmp_path):
+    """Found after Ray and the MLflow store started: still one line on stderr (no store or Ray notices), exit 2."""
+    overrides = ["executor=ray", "executor.num_cpus=2", "agents.members.opt_char.world_size=2",
+                 "agents.members.opt_char.warm_start.steps=0", "agents.members.gpt2_bpe.warm_start.steps=0",
+                 f"tracking.uri=sqlite:///{tmp_path}/mlflow.db", f"hydra.run.dir={tmp_path}/run"]  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-m", "hacrl_exp.run", *overrides], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
+    lines = [x for x in result.stderr.splitlines() if x.strip()]
+    assert result.returncode == 2 and len(lines) == 1, result.stderr
+    assert lines[0].startswith("ConfigError: executor.cpus_per_agent=1 × 3 agent ranks needs 3 CPUs but the Ray")
