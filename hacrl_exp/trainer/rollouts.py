@@ -82,14 +82,14 @@ def collect_rollouts(
     task: Task,
     score_batch_size: int,
     times: dict[str, float],
-    score: Callable[..., list[torch.Tensor]] = batched_response_logprobs,
+    score: Callable[..., list[torch.Tensor]] | None = None,
 ) -> SourceRollouts:
     """Phases 1–3 for one agent: sample G responses per prompt, grade them, and score them with the
     agent's own training model before any update of the step (the source's old log-probs, spec §1.2);
     also the reference log-probs when the KL term is on. Adds the seconds of each phase to `times`.
 
-    score: `batched_response_logprobs` or a function of the same signature and result (a sharded agent's ranks
-    split the chunks, agents.sharding.rank_sliced_logprobs)."""
+    score: a function of `batched_response_logprobs`'s signature and result, used instead of it (a sharded agent's
+    ranks split the chunks, agents.sharding.rank_sliced_logprobs)."""
     started = time.perf_counter()
     problem_prompt_ids = [agent.prompt_ids(p.prompt) for p in problems]
     rollouts = agent.engine.generate(problem_prompt_ids, group, sampling)
@@ -99,6 +99,7 @@ def collect_rollouts(
     rewards = torch.tensor([g.reward for g in grades], dtype=torch.float64)
     scored = time.perf_counter()
     args = (rollouts.prompt_ids, rollouts.response_ids, agent.pad_id, score_batch_size, sampling.temperature)
+    score = score or batched_response_logprobs
     old = score(agent.model, *args)
     ref = score(agent.reference, *args) if agent.reference is not None else None
     done = time.perf_counter()

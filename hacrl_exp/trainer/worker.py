@@ -33,7 +33,6 @@ import torch
 from hacrl_exp.agents.agent import make_engine
 from hacrl_exp.agents.devices import memory_metrics
 from hacrl_exp.agents.factory import agent_seed, make_agent
-from hacrl_exp.agents.logprobs import batched_response_logprobs
 from hacrl_exp.config.schema import Config
 from hacrl_exp.rollout.base import SamplingSettings, compute_device
 from hacrl_exp.tasks import build_task
@@ -106,10 +105,11 @@ class AgentWorker:
             from hacrl_exp.agents.sharding import store_socket
 
             self.listening = store_socket()
+            self.port = int(self.listening.getsockname()[1])
         self.params = learner_params(config).get(index)  # None for a frozen agent
         self.benchmarks = BenchmarkEvaluation(config, self.task)
         self.device = compute_device(self.agent.model)
-        self.score = batched_response_logprobs  # collect_rollouts' scoring; `join` may split it over the ranks
+        self.score = None  # collect_rollouts' scoring: batched_response_logprobs, unless `join` splits it
         self.rng: dict[str, torch.Tensor] = {}
         with self._rng_devices():
             torch.manual_seed(stream_seed(config.seed, index))
@@ -122,9 +122,9 @@ class AgentWorker:
 
     def store_port(self) -> int:
         """Rank 0 of a sharded agent: the 127.0.0.1 port its rendezvous socket listens on, for every rank's `join`."""
-        if self.listening is None:
+        if self.group is None or self.group.rank != 0:
             raise RuntimeError(f"{self.agent.name}: store_port is asked of rank 0 of a sharded agent only")
-        return int(self.listening.getsockname()[1])
+        return self.port
 
     def join(self, port: int) -> None:
         """Form the agent's process group (rendezvous at 127.0.0.1:port, rank 0's `store_port`) and shard the agent
