@@ -24,6 +24,11 @@ class SamplingSettings:
     max_new_tokens: int = 48
     do_sample: bool = True
 
+    @property
+    def greedy(self) -> bool:
+        """Decode greedily: do_sample False, or temperature 0 (what every backend maps to greedy)."""
+        return not self.do_sample or self.temperature == 0
+
 
 @dataclass
 class Rollouts:

@@ -58,10 +58,6 @@ def split_response(tokens: list[int], eos_id: int, pad_id: int) -> tuple[list[in
     return tokens, False
 
 
-def is_greedy(sampling: SamplingSettings) -> bool:
-    return not sampling.do_sample or sampling.temperature == 0
-
-
 def row_seeds(call_seed: int, count: int) -> list[int]:
     """Seed of row r's generator: a SeedSequence of (call_seed, r), independent across rows and calls."""
     return [int(np.random.SeedSequence([call_seed, r]).generate_state(1, dtype=np.uint64)[0]) for r in range(count)]
@@ -117,12 +113,11 @@ class HFRolloutEngine:
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
 
     def _generation_config(self, sampling: SamplingSettings, drawn_by_rows: bool = False) -> GenerationConfig:
-        greedy = is_greedy(sampling)
         kwargs = dict(
             max_new_tokens=sampling.max_new_tokens,
             eos_token_id=self.tokenizer.eos_token_id,
             pad_token_id=self.pad_id,
-            do_sample=not greedy and not drawn_by_rows,
+            do_sample=not sampling.greedy and not drawn_by_rows,
         )
         if kwargs["do_sample"]:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=max(sampling.top_k, 0))
@@ -132,7 +127,7 @@ class HFRolloutEngine:
         """Per-row generator seeds for one call of `count` rows under sample_stream=row: one draw from the torch
         stream in use (the agent's), then `row_seeds`. None when the call does not sample per row (greedy, or
         sample_stream=agent); then nothing is drawn here."""
-        if self.sample_stream != "row" or is_greedy(sampling):
+        if self.sample_stream != "row" or sampling.greedy:
             return None
         return row_seeds(int(torch.randint(0, 2**63 - 1, (1,)).item()), count)
 
@@ -178,4 +173,4 @@ class HFRolloutEngine:
                 finished.append(done)
         self.model.train(was_training)
         texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
-        return Rollouts(prompt_ids=[list(r) for r in rows], response_ids=responses, texts=texts, finished=finished)
+        return Rollouts(prompt_ids=list(rows), response_ids=responses, texts=texts, finished=finished)

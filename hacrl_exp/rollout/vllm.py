@@ -56,7 +56,6 @@ def sampling_kwargs(sampling: SamplingSettings, n: int, eos_id: int) -> dict[str
     (-1 disables top-k in both). Generation stops at the agent's EOS (stop_token_ids: vLLM has no tokenizer here),
     after at most max_new_tokens; no penalties, no min_p, no sampler log-probs.
     """
-    greedy = not sampling.do_sample or sampling.temperature == 0
     kwargs: dict[str, Any] = dict(
         n=n,
         max_tokens=sampling.max_new_tokens,
@@ -66,7 +65,7 @@ def sampling_kwargs(sampling: SamplingSettings, n: int, eos_id: int) -> dict[str
         min_p=0.0,
         logprobs=None,
     )
-    if greedy:
+    if sampling.greedy:
         kwargs.update(temperature=0.0, top_p=1.0, top_k=-1)
     else:
         top_k = sampling.top_k if sampling.top_k > 0 else -1
