@@ -39,8 +39,8 @@ def run_evaluation(config: EvaluateConfig, output_dir: Path) -> pd.DataFrame:
     import torch  # heavy imports only once the inputs are known to be good
 
     from hacrl_exp.evaluation.checkpoints import load_checkpoint_agent
+    from hacrl_exp.evaluation.results import log_eval_run, write_results
     from hacrl_exp.evaluation.runner import EvalSettings, evaluate_agent
-    from hacrl_exp.evaluation.tracking import log_eval_run, write_results
     from hacrl_exp.rewards import Grader
 
     if config.threads:

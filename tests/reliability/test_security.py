@@ -158,7 +158,7 @@ def test_checkpoint_state_is_loaded_weights_only(tmp_path):
 
 def test_servers_bind_loopback_by_default():
     assert ExecutorConfig().include_dashboard is False and ExecutorConfig().address is None
-    tree = ast.parse((ROOT / "hacrl_exp" / "distributed.py").read_text())
+    tree = ast.parse((ROOT / "hacrl_exp" / "ray_cluster.py").read_text())
     private = [n for n in ast.walk(tree) if isinstance(n, ast.With) and "_loopback_only" in ast.unparse(n.items[0])]
     assert private and any("ray.init" in ast.unparse(n) and "address='local'" in ast.unparse(n) for n in private)
     # a behavioural check of the listening sockets of a private Ray: tests/trainer/test_ray.py

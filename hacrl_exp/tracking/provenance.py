@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 log = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def git_state(folder: Path = REPO) -> tuple[str, bool] | None:

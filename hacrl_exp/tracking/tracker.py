@@ -27,8 +27,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hacrl_exp.config.schema import TrackingConfig
 from hacrl_exp.faults import crash_point
-from hacrl_exp.tracking_names import EXPERIMENT_KIND, EXPERIMENT_NOTE
-from hacrl_exp.tracking_store import artifact_location, check_store, default_uri  # noqa: F401 - check_store: API
+from hacrl_exp.tracking.names import EXPERIMENT_KIND, EXPERIMENT_NOTE
+from hacrl_exp.tracking.store import artifact_location, default_uri
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +83,7 @@ class NullTracker:
     def log_file(self, path: Path, agent: str | None = None, artifact_path: str | None = None) -> None: ...
     def set_tags(self, tags: dict[str, str]) -> None: ...
     def log_datasets(self, datasets: list) -> None: ...
+    def log_config(self, params: dict[str, Any]) -> None: ...
     def log_summary(self, metrics: dict[str, float], step: int) -> None: ...
     def log_model(self, folder: Path, agent: str, registered_name=None, artifact_path: str = "model") -> None: ...
     def close(self, status: str = "FINISHED") -> None: ...
@@ -266,11 +267,16 @@ class MlflowTracker:
                 self._write(partial(self.client.set_tag, run_id, key, value), f"tag {key}")
 
     def log_datasets(self, datasets: list) -> None:
-        """Log (mlflow dataset, context) pairs as inputs of every run of the job (tracking_provenance)."""
-        from hacrl_exp.tracking_provenance import log_datasets
+        """Log (mlflow dataset, context) pairs as inputs of every run of the job (hacrl_exp.tracking.provenance)."""
+        from hacrl_exp.tracking.provenance import log_datasets
 
         run_ids = list(self.run_ids.values())
         self._write(lambda: log_datasets(self.client, run_ids, datasets), "datasets")
+
+    def log_config(self, params: dict[str, Any]) -> None:
+        """The full resolved config (secrets redacted) as the parent run's `config.json` artifact."""
+        run_id = self.run_ids[""]
+        self._write(lambda: self.client.log_dict(run_id, params, "config.json"), "config.json")
 
     def log_summary(self, metrics: dict[str, float], step: int) -> None:
         """Log the job's `final/*` summary on the parent run now (docs/metrics.md)."""
@@ -282,7 +288,7 @@ class MlflowTracker:
     ) -> None:
         """Log an agent's save_pretrained folder as an MLflow transformers model of its run (registered as
         `<registered_name>-<agent>` when set); a failure is a warning, the files stay in the run folder."""
-        from hacrl_exp.tracking_provenance import log_agent_model
+        from hacrl_exp.tracking.provenance import log_agent_model
 
         run_id, registered = self.run_ids[agent], registered_name and f"{registered_name}-{agent}"
         try:
@@ -336,12 +342,3 @@ def close_running_runs(uri: str, experiment: str, tags: dict[str, str]) -> int:
     for run in runs:
         client.set_terminated(run.info.run_id, status="KILLED")
     return len(runs)
-
-
-def make_tracker(
-    cfg: TrackingConfig, params: dict, agents: list[str], tags: dict, run_ids=None, name=None, source=None
-):
-    """An MlflowTracker, or a NullTracker with tracking.backend=none."""
-    if cfg.backend == "none":
-        return NullTracker()
-    return MlflowTracker(cfg, params, agents, tags, run_ids, name, source)

@@ -1,11 +1,11 @@
-"""Run names, tags and the params that apply (hacrl_exp.tracking_names): pure functions of the resolved config."""
+"""Run names, tags and the params that apply (hacrl_exp.tracking.names): pure functions of the resolved config."""
 
 import copy
 
 import pytest
 
 from hacrl_exp.tracking import flatten
-from hacrl_exp.tracking_names import applicable_params, method_name, run_name, run_tags
+from hacrl_exp.tracking.names import applicable_params, method_name, run_name, run_tags
 from hacrl_exp.trainer.runfolder import config_params
 from hacrl_exp.trainer.validate import preflight
 
