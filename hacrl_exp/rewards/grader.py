@@ -6,7 +6,8 @@ it, so a response earns the same verdict wherever it is graded. For one (respons
 
 1. **Extract** the final answer with a named extractor (`EXTRACTORS`: the last `\\boxed{}` for math, the text after
    the last `|` for arithmetic scratchpads, ...) from the last `max_chars` characters. Nothing, or an empty box, is
-   reason 'no_answer'.
+   reason 'no_answer'. Under `math`, a gold of several parts reads the boxes that end the response together
+   (`\\boxed{(2,2)} and \\boxed{(6,2)}`: `hacrl_exp.rewards.boxed.final_boxes`), joined by commas.
 2. **Compare** with the gold answer under a named rule (`COMPARES`):
    - `exact`: stripped strings are equal (the arithmetic tiers, whose answers are digit strings).
    - `math`: (a) an answer that ignores a form the question asks for is wrong (`hacrl_exp.rewards.requested`: a
@@ -39,8 +40,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hacrl_exp.rewards import verl_math
+from hacrl_exp.rewards.boxed import final_boxes
 from hacrl_exp.rewards.extract import ANSWER_EXTRACTORS
-from hacrl_exp.rewards.forms import canonical, split_top_level, unlabelled
+from hacrl_exp.rewards.forms import canonical, label_value, several_parts, split_top_level, unlabelled
 from hacrl_exp.rewards.numbers import (
     exact_values_equal,
     hundredth,
@@ -152,7 +154,17 @@ class Grader:
             answers = [verl_math.read_answer(r) if isinstance(r, str) else None for r in responses]
         else:
             answers = [self.extract(r, extractor) for r in responses]
+            if extractor == "boxed" and resolve_compare(compare) == "math" and len(golds) == len(answers):
+                answers = [self._boxes_together(r, a, g) for r, a, g in zip(responses, answers, golds)]
         return self.grade_answers(answers, golds, compare=compare, questions=questions)
+
+    def _boxes_together(self, response: str | None, answer: str | None, gold: str) -> str | None:
+        """For a gold of several parts, the boxes that end the response together (`final_boxes`), joined by commas:
+        `\\boxed{(2,2)} and \\boxed{(6,2)}` answers `(2,2),(6,2)`. Else (one box, a gold of one part) `answer`."""
+        if answer is None or not several_parts(gold):
+            return answer
+        boxes = final_boxes(response[-self.max_chars :])
+        return ", ".join(boxes) if len(boxes) > 1 else answer
 
     def grade_answers(
         self,
@@ -210,8 +222,10 @@ def comparisons(answer: str, gold: str, question: str | None) -> str | list[list
     list of (canonical answer, gold) comparisons that must all hold; the answer is correct when one alternative holds.
 
     Alternatives: the answer itself; for a percent answer, also its value / 100 (`50\\%` for a probability of
-    `\\frac12`). Lists: labels are dropped when the gold's items have none (`a = -2, b = 3` for `-2,3`); when the
-    question names quantities in order, items are compared one by one in that order."""
+    `\\frac12`). Lists: labels are dropped when the gold's items have none (`a = -2, b = 3` for `-2,3`); a bare answer
+    is compared with the values of a gold whose items are all `label = value` (`(3,2)` for `(p,q)=(3,2)`), one by one
+    in the gold's order when the labels differ (`4, 5` for `AB=4,CD=5`, not `5, 4`); when the question names
+    quantities in order, items are compared one by one in that order."""
     forms, mine, gold = requested_forms(question), canonical(answer), canonical(gold)  # idempotent on loaded golds
     if ignores_request(answer, mine, gold, forms):
         return "wrong"
@@ -220,6 +234,11 @@ def comparisons(answer: str, gold: str, question: str | None) -> str | list[list
         items = in_question_order(items, forms.names)
     if not any("=" in g for g in gold_items):
         items = [unlabelled(item) for item in items]
+    elif not any("=" in item for item in items) and all(map(label_value, gold_items)):
+        labels, gold_items = zip(*map(label_value, gold_items))
+        gold = ",".join(gold_items)
+        if len(labels) > 1 and len(set(labels)) == len(labels):  # distinct labels fix the values' order
+            return [list(zip(items, gold_items))] if len(items) == len(gold_items) else "wrong"
     if forms.ordered and len(gold_items) > 1:
         if len(items) != len(gold_items):
             return "wrong"
