@@ -107,7 +107,7 @@ def headline_markdown(found: list[Comparison], accuracy: pd.DataFrame, cost: pd.
     return "\n\n".join([markdown_table(headers, rows), "\n".join(sentences), note])
 
 
-def regime_markdown(runs: pd.DataFrame, starts: pd.DataFrame, problems: dict[str, int]) -> str:
+def regime_markdown(runs: pd.DataFrame, starts: pd.DataFrame, problems: dict[str, int], methods: list[str]) -> str:
     """What was trained and how: agents, task, steps, methods, seeds, each agent's start per seed, grading, seeds."""
     seeds = sorted(runs["seed"].unique())
     tasks = ", ".join(sorted(runs["task"].unique()))
@@ -117,7 +117,7 @@ def regime_markdown(runs: pd.DataFrame, starts: pd.DataFrame, problems: dict[str
     held = ", ".join(f"{a} {n}" for a, n in sorted(problems.items()))
     lines = [
         f"**Regime.** Agents {', '.join(sorted(runs['agent'].unique()))} on {task}; held-out problems: {held}; "
-        f"{steps} training steps; methods {', '.join(runs['method'].unique())}; seeds {', '.join(map(str, seeds))}.",
+        f"{steps} training steps; methods {', '.join(methods)}; seeds {', '.join(map(str, seeds))}.",
         start_table(starts, seeds),
     ]
     means = starts.groupby("agent")["start"].mean()

@@ -20,8 +20,6 @@ from hacrl_exp.report.rules import ABLATIONS, BASELINES, CLAIMS, FAMILY_TITLES
 from hacrl_exp.report.seeds import outlying_seeds, per_seed_accuracy
 from hacrl_exp.report.tables import BASE, diagnostics_table
 
-NO_SHARING = ("GSPO", "GSPO×2", "GRPO", "GSPO (update-matched)")
-
 
 @dataclass
 class Built:
@@ -137,6 +135,13 @@ def curves(b: Built) -> list[str]:
     return md
 
 
+def sharing_methods(data: ReportData, methods: list[str]) -> list[str]:
+    """The methods (in `methods` order) whose algorithm learns from its partners' rollouts."""
+    shares = data.runs["algorithm"].map(lambda a: a in ALGORITHMS and ALGORITHMS[a].shares_rollouts)
+    present = set(data.runs.loc[shares, "method"])
+    return [m for m in methods if m in present]
+
+
 def uses_omega(data: ReportData) -> set[str]:
     """The methods whose objective applies ω: an algorithm that weights cross rows, with mechanisms.omega on."""
     weighted = data.runs["algorithm"].map(lambda a: a in ALGORITHMS and ALGORITHMS[a].weighted_cross)
@@ -148,7 +153,7 @@ def mechanisms(b: Built) -> list[str]:
           "method applies it), P̂ (the capability estimate) and the share of cross rows inside the window, at every "
           "step; thin lines are seeds, the thick line their mean. Read from the runs' metrics cross/omega, "
           "train/p_hat and cross/in_window_share.", ""]  # fmt: skip
-    sharing = [m for m in b.methods if m not in NO_SHARING]
+    sharing = sharing_methods(b.data, b.methods)
     users = uses_omega(b.data)
     for agent in b.agents:
         path, notes = plots.mechanism_curves(

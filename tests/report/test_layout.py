@@ -110,7 +110,7 @@ def test_a_start_near_the_ceiling_is_noted():
     starts = pd.DataFrame({"agent": ["strong"] * 3 + ["weak"] * 3, "seed": [0, 1, 2] * 2,
                            "start": [0.97, 0.98, 0.99, 0.2, 0.3, 0.4], "warm start accuracy": math.nan,
                            "target": None})  # fmt: skip
-    text = regime_markdown(runs, starts, {"strong": 400, "weak": 400})
+    text = regime_markdown(runs, starts, {"strong": 400, "weak": 400}, ["GSPO", "HACPO"])
     assert "strong starts at 0.980 on average, within 0.05 of the ceiling: its comparisons have little room" in text
     assert "weak starts" not in text and "| weak | 0.300 | 0.200 0.300 0.400 | not logged by these runs |" in text
 
