@@ -38,6 +38,8 @@ class Outcome:
     extracted: str | None
     review: dict | None
     """Its disagreements.jsonl entry (class, why), if any."""
+    ours_value: int | None = None
+    """Our verdict under grader forms=value (`ours` is under the default, requested)."""
 
     @property
     def agrees(self) -> bool:
@@ -80,7 +82,14 @@ def grade_cases(grader, cases: list[dict], reviews: dict[str, dict]) -> list[Out
         found = grade([cases[i][field] for i in index], [normalize_gold(cases[i]["gold"]) for i in index])
         grades |= dict(zip(index, found))
     return [
-        Outcome(c, int(grades[i].reward), grades[i].reason, grades[i].extracted, reviews.get(c["id"]))
+        Outcome(
+            c,
+            int(grades[i].reward),
+            grades[i].reason,
+            grades[i].extracted,
+            reviews.get(c["id"]),
+            int(grades[i].reward_under("value")),
+        )
         for i, c in enumerate(cases)
     ]
 
@@ -117,6 +126,8 @@ def print_outside(outcomes: list[Outcome]) -> dict[str, dict]:
             f"{s['setting_free']} | {s['setting_free_agree']}/{s['setting_free']} "
             f"({s['setting_free_agree'] / max(s['setting_free'], 1):.1%}) | {s['false_positives']} | {by_class} |"
         )
+    value = Counter(o.case["suite"] for o in outcomes if o.ours_value == o.case["expected"])
+    print(f"\nAgreement under grader forms=value (the value alone decides): {dict(value)}")
     print("\nDisagreements (ours vs theirs):")
     for o in outcomes:
         if not o.agrees:

@@ -176,6 +176,10 @@ class TaskConfig:
     reward: str = "math_verify"
     """math: the training reward and in-training evaluation verdict: math_verify (the one grader: answer forms, exact
     numbers, math-verify) | verl (the paper's: verl's string-normalised boxed match; docs/algorithm.md §3.3)."""
+    grader_forms: str = "requested"
+    """math, reward=math_verify: the grading policy. requested (an answer equal in value but not in a form its question
+    asks for, `\\sqrt{117}` under "simplest radical form", is wrong) | value (the value alone decides, as math-verify
+    or Minerva-style equivalence graders do; every other rule stays). docs/evaluation.md, "Grading policy"."""
     bad_rows: str = "error"
     """math: a malformed, empty, non-UTF-8 or duplicate-id data row: error (stop, naming file:line) | skip (count
     by reason, report as train/skipped_rows metrics)."""

@@ -26,7 +26,7 @@ MECHANISMS = ("capability_advantage", "omega", "exponential_is", "stepwise", "cl
 _TASK_KEYS = {
     "arithmetic": {"name", "seed", "tiers", "scratchpad", "eval_per_tier"},
     "math": {"name", "seed", "data_dir", "train_file", "eval_file", "hf_train", "eval_limit", "grader_timeout_s",
-             "grader_workers", "reward", "bad_rows", "max_prompt_tokens"},
+             "grader_workers", "reward", "grader_forms", "bad_rows", "max_prompt_tokens"},
 }  # fmt: skip
 _SHARING_KEYS = {"alpha", "delta", "delta_step", "restart_u_per_source", "is_factor_on_raw_ratio"}
 """Algorithm keys read only for cross rows (P̂ and its window are logged for every algorithm, so they stay)."""
@@ -77,7 +77,8 @@ def hydra_grid() -> str | None:
 def applicable_params(params: dict[str, Any]) -> dict[str, Any]:
     """The resolved config (config.json's tree) pruned of the branches this run never reads.
 
-    Dropped: rollout.vllm with rollout=hf; task keys of the other task kind; executor settings but the backend with
+    Dropped: rollout.vllm with rollout=hf; task keys of the other task kind, and task.grader_forms with
+    task.reward=verl (verl reads no answer form); executor settings but the backend with
     executor=local; ray-only keys; the sharing and mechanism keys of an algorithm without shared rollouts; the GRPO
     or GSPO clip of the other objective; LoRA settings with lora.r=0; warm-start settings with warm_start.steps=0;
     an empty sweep trial. What is left reproduces the run with its code version (defaults fill the rest)."""
@@ -87,6 +88,7 @@ def applicable_params(params: dict[str, Any]) -> dict[str, Any]:
         rollout.pop("vllm", None)
     keep = _TASK_KEYS.get(task.get("name"))
     if keep is not None:
+        keep = keep - {"grader_forms"} if task.get("reward") == "verl" else keep
         out["task"] = {k: v for k, v in task.items() if k in keep}
     if executor.get("backend") == "local":
         out["executor"] = {"backend": "local"}

@@ -38,6 +38,11 @@ def test_every_disagreement_is_reviewed_and_every_review_is_current(outcomes):
     assert set(load_reviews()) <= {o.case["id"] for o in outcomes}, "a review names no case"
 
 
+def test_value_policy_reads_no_form_without_a_question(outcomes):
+    """The cases give no question, so grader forms=value finds no form to skip: the same verdict on every case."""
+    assert [o.case["id"] for o in outcomes if o.ours_value != o.ours] == []
+
+
 def test_agreement_does_not_regress(outcomes):
     agree = {suite: sum(o.agrees for o in outcomes if o.case["suite"] == suite) for suite in SUITES}
     assert all(agree[suite] >= floor for suite, floor in AGREEMENT.items()), agree

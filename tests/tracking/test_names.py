@@ -72,6 +72,14 @@ def test_pruning_keeps_what_applies(default_params):
     assert "task.hf_train" in math and "task.tiers" not in math
 
 
+def test_the_grading_policy_is_a_param_where_answer_forms_are_read(default_params):
+    math = flatten(applicable_params(config_params(preflight(["task=math", "task.grader_forms=value"]))))
+    assert math["task.grader_forms"] == "value" and math["task.reward"] == "math_verify"
+    verl = flatten(applicable_params(config_params(preflight(["task=math", "task.reward=verl"]))))
+    assert "task.grader_forms" not in verl  # verl's string match reads no answer form
+    assert "task.grader_forms" not in flatten(applicable_params(default_params))  # arithmetic: exact match
+
+
 @pytest.mark.parametrize("algorithm, clip", [("gspo_x2", "self_clip_low"), ("grpo", "grpo_clip_low")])
 def test_algorithms_without_shared_rollouts_drop_sharing_settings(algorithm, clip):
     kept = flatten(applicable_params(config_params(preflight([f"algorithm={algorithm}"]))))
