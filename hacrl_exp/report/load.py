@@ -221,6 +221,11 @@ def load(
     return ReportData(runs, load_curves(client, runs), problems, benchmarks, skipped, totals, client.tracking_uri)
 
 
+def _reads_forms(params: dict[str, str]) -> bool:
+    """Whether a job's grader reads answer forms: the math task with the one grader (hacrl_exp.rewards)."""
+    return params.get("task.name") == "math" and params.get("task.reward", "math_verify") == "math_verify"
+
+
 def run_row(run: pd.Series, parent: pd.Series, label_params: list[str] = ()) -> dict:
     """One agent run of the runs frame, from its mlflow.search_runs row and its parent's (params, tags)."""
     params = {k[len("params.") :]: v for k, v in parent.items() if k.startswith("params.") and isinstance(v, str)}
@@ -245,8 +250,9 @@ def run_row(run: pd.Series, parent: pd.Series, label_params: list[str] = ()) -> 
         "steps": int(params.get("trainer.steps", 0)),
         "data_seed": tag("data_seed"),
         "heldout_seed": tag("heldout_seed"),
-        "grader_forms": forms or "requested",
-        "grader_forms_logged": forms is not None,
+        # a run that reads no answer form logs no policy (arithmetic: exact digits; task.reward=verl: verl's rule)
+        "grader_forms": forms or ("requested" if _reads_forms(params) else "none"),
+        "grader_forms_logged": forms is not None or not _reads_forms(params),
         "warm_start_target": params.get(f"agents.members.{agent}.warm_start.target_accuracy"),
         "commit": str(parent.get("tags.mlflow.source.git.commit") or "unknown")[:9],
         "dirty": parent.get("tags.git_dirty") == "true",

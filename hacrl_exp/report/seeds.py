@@ -115,4 +115,6 @@ POLICIES = {
     "requested": 'a correct value in a form the question did not ask for (e.g. 0.625 under "common fraction") '
     "is graded wrong, as documented in docs/evaluation.md",
     "value": "a correct value is graded right in any equivalent form (as math-verify / Minerva-style graders do)",
+    "none": "no answer-form rule applies (the arithmetic tiers compare digit strings exactly; task.reward=verl "
+    "applies verl's own rule)",
 }

@@ -224,7 +224,8 @@ def test_rollout_cost_table(report):
 
 def test_seed_tags_and_grading_policy_are_read_from_the_runs(report):
     """The regime says what the jobs' tags and params say: data and held-out seeds varied, fixed, or not recorded;
-    the grading policy (param task.grader_forms; absent: requested, the policy before the setting)."""
+    the grading policy (param task.grader_forms; absent: requested for a math job, the policy before the setting;
+    none for a job whose grader reads no answer form)."""
     from mlflow.tracking import MlflowClient
 
     from hacrl_exp.report.seeds import varied
@@ -235,7 +236,9 @@ def test_seed_tags_and_grading_policy_are_read_from_the_runs(report):
     for tag, what in (("data_seed", "Data seed (the prompt order)"), ("heldout_seed", "Held-out seed")):
         values = pd.Series([p.data.tags.get(tag) for p in parents], dtype=object)
         assert f"{what}" in built.markdown and varied(values, len(parents)) in built.markdown
-    forms = {p.data.params.get("task.grader_forms", "requested") for p in parents}
+    # a math job without the param ran under `requested` (before the setting); a job that reads no form logs none
+    default = {"math": "requested"}
+    forms = {p.data.params.get("task.grader_forms", default.get(p.data.params["task.name"], "none")) for p in parents}
     assert len(forms) == 1 and f"Grading: `task.grader_forms={forms.pop()}`" in built.markdown
 
 
