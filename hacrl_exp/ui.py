@@ -15,7 +15,7 @@ SIGTERM) stops both servers.
 
 One line on stderr and exit code 2 when the store does not exist (a sqlite file or a folder), --store is already a
 server, --reports is not a folder, or a port is taken; exit code 1 when the MLflow server stops or never answers
-(its log is named).
+(its log, `hacrl_ui_mlflow_<port>.log` in the temp folder, is named; a clean stop removes it).
 """
 
 from __future__ import annotations
@@ -184,8 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     experiments = training_experiments(uri)
     log_path = Path(tempfile.gettempdir()) / f"hacrl_ui_mlflow_{args.port}.log"
     print(f"starting mlflow server for {uri} on {HOST}:{args.port} (about 20 s; log {log_path})", file=sys.stderr)
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # stop both servers on SIGTERM too
-    server, static = start_mlflow(uri, args.port, log_path), None
+    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops both servers as Ctrl-C does
+    server, static, stopped = start_mlflow(uri, args.port, log_path), None, False
     try:
         wait_until_up(server, args.port, log_path)
         static = serve_reports(reports, reports_port) if reports is not None else None
@@ -198,11 +198,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"mlflow server stopped (exit code {server.returncode}); its log: {log_path}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        stopped = True
         return 0
     finally:
         stop(server)
         if static is not None:
             static.shutdown()
+        if stopped:  # the log is kept only when something went wrong
+            log_path.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":

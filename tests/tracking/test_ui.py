@@ -7,8 +7,10 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +82,7 @@ def test_it_serves_the_store_and_the_reports_and_stops_both(tmp_path):
         os.kill(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
     assert server.returncode == 0
+    assert not (Path(tempfile.gettempdir()) / f"hacrl_ui_mlflow_{port}.log").exists()  # kept only after a failure
     for used in (port, reports_port):  # both servers (and MLflow's workers) are gone
         with socket.socket() as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
