@@ -23,6 +23,7 @@ import argparse
 import os
 import queue
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -165,13 +166,13 @@ class Browser:
 
     def __init__(self, playwright, chromium: str, width: int, height: int) -> None:
         self.playwright, self.chromium, self.viewport = playwright, chromium, {"width": width, "height": height}
-        self.contexts, self.failed = [], []
+        self.contexts, self.failed, self.profiles = [], [], []
 
     def page(self):
+        self.profiles.append(tempfile.mkdtemp(prefix="ui_check_"))
         context = self.playwright.chromium.launch_persistent_context(
-            tempfile.mkdtemp(prefix="ui_check_"), executable_path=self.chromium, args=CHROMIUM_FLAGS,
-            viewport=self.viewport,
-        )  # fmt: skip
+            self.profiles[-1], executable_path=self.chromium, args=CHROMIUM_FLAGS, viewport=self.viewport
+        )
         self.contexts.append(context)
         page = context.new_page()
         page.on("response", lambda r: self.failed.append(f"{r.status} {r.url}") if r.status >= 500 else None)
@@ -180,6 +181,8 @@ class Browser:
     def close(self) -> None:
         for context in self.contexts:
             context.close()
+        for profile in self.profiles:
+            shutil.rmtree(profile, ignore_errors=True)
 
 
 def land(page, url: str, wait_for: str, settle_s: float = 4.0) -> list[str]:
