@@ -259,7 +259,8 @@ class TrackingConfig:
     """Tracking URI; default $MLFLOW_TRACKING_URI, else sqlite:///<launch dir>/mlflow.db."""
     experiment: str = "hacrl"
     run_name: Optional[str] = None
-    """Name of the job's parent run; default `<method>-<agents>-s<seed>` (hacrl_exp.tracking.names.run_name)."""
+    """Name of the job's parent run; default `<method>-<agents>-s<seed>` and the job's overrides
+    (hacrl_exp.tracking.names.run_name)."""
     flush_every: int = field(default=10, metadata=rng(1, 1_000_000))
     """Write buffered metrics every N steps when trainer.checkpoint_every is 0; else at each checkpoint."""
     retry_s: float = field(default=20.0, metadata=rng(0, 3600))
