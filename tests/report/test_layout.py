@@ -126,8 +126,11 @@ def test_jobs_link_to_their_mlflow_runs():
     local = jobs_markdown(runs, "sqlite:///runs/mlflow.db")
     assert run_link("sqlite:///runs/mlflow.db", "1", "abc") is None
     assert "| GSPO-0 | GSPO | 0 | 0 | 0 | `p-GSPO-0` |" in local
-    assert "To open a job's run: mlflow ui --backend-store-uri sqlite:///runs/mlflow.db --host 127.0.0.1, then " \
-           "http://127.0.0.1:5000/#/experiments/1/runs?workflowType=machine_learning" in local  # fmt: skip
+    hint = (
+        "To open a job's run: python -m hacrl_exp.ui --store sqlite:///runs/mlflow.db (or mlflow ui --backend-store-uri "
+        "sqlite:///runs/mlflow.db --host 127.0.0.1), then http://127.0.0.1:5000/#/experiments/1/runs?"
+    )
+    assert hint in local
     assert "| data seed | held-out seed |" in local and "not recorded" in jobs_markdown(
         runs.assign(data_seed=None), None
     )
