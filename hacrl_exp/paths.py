@@ -110,7 +110,10 @@ def _ancestor_problem(path: Path) -> str | None:
 def check_output(path: str | os.PathLike, key: str, kind: str = "folder", follow: bool | None = None) -> Path:
     """The path to write for `key=path` (a followed symlink's target); ConfigError naming the key otherwise."""
     given = Path(path).expanduser()
-    problem = output_problem(given, kind, follow)
+    try:
+        problem = output_problem(given, kind, follow)
+    except OSError as exc:  # a folder on the way this user may not enter
+        problem = f"{exc.filename or given} cannot be read ({exc.strerror or exc})"
     if problem and problem.startswith(f"{given} "):  # about the path itself: `key=path is ...`
         raise ConfigError(f"{key}={path} {problem[len(str(given)) + 1 :]}")
     if problem:  # about a folder above it

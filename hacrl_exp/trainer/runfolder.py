@@ -178,9 +178,9 @@ def plan_run(config: Config, output_dir: Path | None) -> RunPlan:
 
 def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Config, RunPlan]:
     """Every check of a run that writes nothing and loads no model: run folder or resume target (`plan_run`), the
-    free space for the next checkpoint, the tracking store (a resume uses the one its checkpoint recorded, unless
-    tracking.uri is set; a recorded store that is gone is refused, never created empty), the task's data rows and
-    what they imply for the agents (`check_task`), and memory.
+    tracking store (a resume uses the one its checkpoint recorded, unless tracking.uri is set; a recorded store that is
+    gone is refused, never created empty), the task's data rows and what they imply for the agents (`check_task`),
+    memory, and the free space for the next checkpoint.
 
     task: the run's task when already built (else one is built here and closed). Returns the config to train with (the
     recorded store filled in) and the plan.
@@ -195,8 +195,6 @@ def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Con
     if recorded and not config.tracking.uri and "***" not in recorded:
         config = replace(config, tracking=replace(config.tracking, uri=recorded))
         check_recorded_store(config, recorded)
-    if output_dir is not None or plan.checkpoint is not None:  # the run folder is known (not yet Hydra's job folder)
-        check_checkpoint_room(config, plan)
     check_store(config.tracking)
     built = task is None
     task = build_task(config.task) if built else task
@@ -206,6 +204,8 @@ def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Con
         if built and hasattr(task, "close"):
             task.close()
     check_memory(config)
+    if output_dir is not None or plan.checkpoint is not None:  # the run folder is known (not yet Hydra's job folder)
+        check_checkpoint_room(config, plan)
     return config, plan
 
 
