@@ -218,8 +218,9 @@ class RolloutConfig:
 class TrainerConfig:
     steps: int = field(default=100, metadata=rng(1, 10_000_000))
     prompts_per_step: int = field(default=16, metadata=rng(1, 1_000_000))
-    group_size: int = field(default=8, metadata=rng(2, 100_000))
-    """G: responses per prompt per agent (GSPO×2 doubles it)."""
+    group_size: int = field(default=8, metadata=rng(2, 4096))
+    """G: responses per prompt per agent (GSPO×2 doubles it). At most 4096, far above published settings (8–64); the
+    memory check (trainer.resources) counts the prompts × G rows of a step and their tokens."""
     minibatches_per_block: int = field(default=2, metadata=rng(1, 100_000))
     """Optimizer updates per block of prompts·G rows: a learner with N blocks makes N× that many (spec §1.6)."""
     micro_batch_size: int = field(default=64, metadata=rng(1, 1_000_000))

@@ -125,3 +125,16 @@ def check_placement(config: Config) -> None:
 
 def _size(n: int) -> str:
     return f"{n / GIB:.1f} GiB" if abs(n) >= GIB else f"{n / 2**20:.1f} MiB"
+
+
+def checkpoint_bytes(config: Config) -> int:
+    """About the bytes of one checkpoint of `config`: each agent's weights and optimizer state (the planner's), the
+    part that grows with the models; 0 for an agent whose size is not known before it loads (a hub model)."""
+    total = 0
+    for name, agent in config.agents.members.items():
+        try:
+            mem = agent_memory(config, name, agent)
+        except ConfigError:
+            continue
+        total += mem.weights + mem.optimizer
+    return total
