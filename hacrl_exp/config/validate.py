@@ -27,6 +27,7 @@ CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trai
     "model.source": ("tiny", "pretrained"),
     "model.arch": ("opt", "gpt2", "llama"),
     "model.dtype": ("float32", "bfloat16", "float16"),
+    "model.mixed_precision": ("master", "autocast"),
     "tokenizer.kind": ("char", "bpe", "pretrained"),
     "algorithm.kl_aggregation": ("seq_mean_token_mean", "token_mean"),
     "algorithm.capability_scope": ("batch", "category"),
@@ -34,6 +35,7 @@ CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trai
     "task.grader_forms": ("requested", "value"),  # hacrl_exp.rewards.FORMS (a test holds them equal)
     "rollout.backend": ("hf", "vllm"),
     "rollout.sample_stream": ("agent", "row"),
+    "rollout.hf_cache": ("dynamic", "static"),
     "tracking.backend": ("mlflow", "none"),
     "executor.backend": ("local", "ray"),
 }
@@ -175,6 +177,8 @@ def _check_choices(config: Config) -> None:
         check(f"agents.members.{name}.model.source", agent.model.source, CHOICES["model.source"])
         check(f"agents.members.{name}.model.arch", agent.model.arch, CHOICES["model.arch"])
         check(f"agents.members.{name}.model.dtype", agent.model.dtype, CHOICES["model.dtype"])
+        mode = agent.model.mixed_precision
+        check(f"agents.members.{name}.model.mixed_precision", mode, CHOICES["model.mixed_precision"])
         check(f"agents.members.{name}.tokenizer.kind", agent.tokenizer.kind, CHOICES["tokenizer.kind"])
     for key, allowed in CHOICES.items():
         group, leaf = key.split(".")
