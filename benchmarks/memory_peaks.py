@@ -110,6 +110,7 @@ def synthetic_batch(sizes: Sizes, rows: int, seed: int = 0) -> LearnerBatch:
         old_token_logp=old,
         ref_token_logp=old,
         block_sizes=[rows],
+        temperature=1.0,
     )
 
 

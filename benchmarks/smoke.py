@@ -76,6 +76,7 @@ NEEDS_DATA = ("grading", "reward_agreement")
 ELSEWHERE = {
     "gpu_check": "tests/benchmarks/test_gpu_check.py runs it (child processes, torch + transformers only)",
     "__main__": "python -m benchmarks calls benchmarks.run_all.main, run here as run_all",
+    "outside_cases": "it reads other graders' git mirrors (--mirrors); its output is tests/rewards/data/outside",
 }
 
 
