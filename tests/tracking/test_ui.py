@@ -47,6 +47,16 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def outward_address() -> str:
+    """This machine's address on its default route (a UDP socket's connect sends nothing); 127.0.0.1 without one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+        try:
+            probe.connect(("10.255.255.255", 1))
+            return probe.getsockname()[0]
+        except OSError:
+            return "127.0.0.1"
+
+
 def test_it_serves_the_store_and_the_reports_and_stops_both(tmp_path):
     from mlflow.tracking import MlflowClient
 
@@ -76,6 +86,11 @@ def test_it_serves_the_store_and_the_reports_and_stops_both(tmp_path):
         assert urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=10).status == 200
         page = urllib.request.urlopen(f"http://127.0.0.1:{reports_port}/grid/report.html", timeout=10).read()
         assert page == b"<h1>report</h1>"
+        address = outward_address()
+        if not address.startswith("127."):  # this machine's other address: neither server listens there
+            for used in (port, reports_port):
+                with pytest.raises(OSError):
+                    socket.create_connection((address, used), timeout=5).close()
         state = json.loads(json.loads(client.get_experiment(experiment).tags[VIEW_TAG + FINAL_VIEW])["state"])
         assert "metrics.`final/accuracy_mean/gpt2_bpe`" in state["selectedColumns"]
     finally:
