@@ -126,9 +126,19 @@ def compare(
     weights = None if is_benchmark else 1.0 / pairs.groupby(["seed", "category"])["problem_id"].transform("count")
     test = paired_test(pairs["score_a"], pairs["score_b"], pairs["problem_id"], weights, **boot)
     d = tuple(float(x) for x in (va.loc[seeds] - vb.loc[seeds]).to_numpy())
+    return seed_comparison(agent, a, b, column, d, test, rules, boot.get("level", 0.95))
+
+
+def seed_comparison(
+    agent: str, a: str, b: str, column: str, d, paired: PairedTest, rules: Rules = DEFAULT_RULES, level: float = 0.95
+) -> Comparison:
+    """The comparison from its per-seed differences d_s = A_s − B_s (seed order) and its per-problem test: family,
+    margin and effect by the rules, the unadjusted across-seed tests (sign-flip, TOST, refutation) and the one-sided
+    upper bound; Holm and power come after, over the family (adjust(), with_power())."""
+    d = tuple(float(x) for x in d)
     margin, effect = margin_for(a, b, rules), effect_for(a, b, rules)
     return Comparison(
-        agent, a, b, column, mean_t_interval(d, boot.get("level", 0.95)), test, d, family_of(a, b),
+        agent, a, b, column, mean_t_interval(d, level), paired, d, family_of(a, b),
         rules.significance, margin, effect, sign_flip_p(d), tost_p(d, margin.value) if margin else math.nan,
         refute_p(d, effect.value) if effect else math.nan, one_sided_upper(d, rules.significance),
     )  # fmt: skip
@@ -170,7 +180,12 @@ def comparisons(
                     found = compare(data, final, agent, a, b, column, rules, **boot)
                     if found is not None:
                         out.append(found)
-    return [with_power(c, power_draws, boot.get("seed", 0)) for c in adjust(out)]
+    return judged(out, power_draws, boot.get("seed", 0))
+
+
+def judged(found: list[Comparison], power_draws: int = 500, seed: int = 0) -> list[Comparison]:
+    """Holm over each family (adjust()), then the power of the mean column's comparisons (with_power())."""
+    return [with_power(c, power_draws, seed) for c in adjust(found)]
 
 
 def adjust(found: list[Comparison]) -> list[Comparison]:
