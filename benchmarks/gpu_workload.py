@@ -137,7 +137,11 @@ def synthetic_pool(agents, sizes: Sizes, step: int) -> dict[int, SourceRollouts]
         old = batched_response_logprobs(agent.model, prompt_ids, responses, agent.pad_id, sizes.micro_batch)
         texts = agent.tokenizer.batch_decode(responses, skip_special_tokens=True)
         index = [r // sizes.group for r in range(rows)]
-        pool[i] = SourceRollouts(i, index, prompt_ids, responses, texts, rewards, old, problem_prompt_ids=prompts)
+        sampling = SamplingSettings(max_new_tokens=sizes.response_len)
+        pool[i] = SourceRollouts(
+            agent=i, prompt_index=index, prompt_ids=prompt_ids, response_ids=responses, texts=texts, rewards=rewards,
+            old_token_logp=old, sampling=sampling, problem_prompt_ids=prompts,
+        )  # fmt: skip
     return pool
 
 

@@ -107,13 +107,13 @@ class PhaseRecorder:
         self._names: dict[int, str] = {}
 
     def __enter__(self) -> PhaseRecorder:
-        self._modules = {"collect_rollouts": worker, "build_batch": step, "update": step, "make_tracker": loop}
+        self._modules = {"collect_rollouts": worker, "build_batch": step, "update": step, "open_job": loop}
         for name, module in self._modules.items():  # in-process workers call these
             self._originals[name] = getattr(module, name)
         worker.collect_rollouts = self._collect
         step.build_batch = self._build
         step.update = self._update
-        loop.make_tracker = self._tracker
+        loop.open_job = self._tracker
         return self
 
     def __exit__(self, *exc) -> None:
@@ -151,7 +151,7 @@ class PhaseRecorder:
         return batch
 
     def _tracker(self, *args, **kwargs):
-        tracker = self._originals["make_tracker"](*args, **kwargs)
+        tracker = self._originals["open_job"](*args, **kwargs)
         log, recorder = tracker.log, self
 
         def timed_log(step, metrics, agent=None):

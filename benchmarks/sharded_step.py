@@ -50,14 +50,11 @@ COLLECTIVES = ("all_gather", "allgather", "reduce_scatter", "all_reduce", "allre
 def run_steps(worker, steps: int, profile: bool) -> dict:
     """Seconds of rollout (and its generation phase) and learn per step (first dropped), and on request one profiled
     step's collective share."""
-    from hacrl_exp.rollout.base import SamplingSettings
-
-    sampling = SamplingSettings(1.0, 1.0, max_new_tokens=worker.config.rollout.max_new_tokens)
     t = worker.config.trainer
     rollout, generate, learn = [], [], []
     for step in range(1, steps + 1):
         started = time.perf_counter()
-        _, phases = worker.rollout(worker.task.train_problems(step, t.prompts_per_step), t.group_size, sampling)
+        _, phases = worker.rollout(worker.task.train_problems(step, t.prompts_per_step), t.group_size)
         rolled = time.perf_counter()
         worker.learn({}, torch.ones(1))
         rollout.append(rolled - started)
@@ -75,7 +72,7 @@ def run_steps(worker, steps: int, profile: bool) -> dict:
 
         with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
             started = time.perf_counter()
-            worker.rollout(worker.task.train_problems(steps + 1, t.prompts_per_step), t.group_size, sampling)
+            worker.rollout(worker.task.train_problems(steps + 1, t.prompts_per_step), t.group_size)
             worker.learn({}, torch.ones(1))
             wall = time.perf_counter() - started
         comm, calls = {}, {}

@@ -38,3 +38,19 @@ def test_every_top_level_module_has_a_layer():
     present = {f"hacrl_exp.{p.stem}" for p in package.glob("*.py") if p.stem != "__init__"}
     present |= {f"hacrl_exp.{p.parent.name}" for p in package.glob("*/__init__.py")}
     assert present == placed, f"not in a layer: {sorted(present - placed)}; gone: {sorted(placed - present)}"
+
+
+DESIGN_CARD = ("pyproject.toml", "hacrl_exp", "conf", "sweeps", "evaluation", "reports", "tests")
+"""The repository's top level as the design card names it."""
+
+
+def test_the_design_cards_top_level_entries_exist():
+    missing = [name for name in DESIGN_CARD if not (ROOT / name).exists()]
+    assert not missing, f"the design card's top-level entries are missing: {missing}"
+
+
+def test_tracking_is_one_package():
+    """MLflow tracking lives in hacrl_exp/tracking/, not in top-level tracking_* modules."""
+    package = Path(hacrl_exp.__file__).parent
+    assert (package / "tracking" / "__init__.py").is_file()
+    assert not sorted(p.name for p in package.glob("tracking_*"))

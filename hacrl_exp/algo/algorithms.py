@@ -8,7 +8,7 @@ the training step never reads a switch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -73,8 +73,9 @@ class MechanismSwitches(Protocol):
 class MechanismParams:
     """HACPO's mechanisms as plain step parameters, every switch already applied (spec §2 "Toggled off")."""
 
-    alphas: tuple[float, ...]
-    """α of each source edge; 0 with exponential IS off (§2.3)."""
+    alpha_from: Mapping[int, float]
+    """α of each source edge, by the source agent's index (the `source` its rows carry); 0 with exponential IS off
+    (§2.3). Self rows have no α."""
     delta_step: float
     """δ_step; 0 with stepwise off (§2.4): the static window [1 − δ, 1]."""
     weighted_baseline: bool
@@ -94,20 +95,21 @@ class MechanismParams:
 
 
 def resolve_mechanisms(
-    switches: MechanismSwitches, algorithm: Algorithm, alphas: Sequence[float], delta_step: float
+    switches: MechanismSwitches, algorithm: Algorithm, alpha_from: Mapping[int, float], delta_step: float
 ) -> MechanismParams:
-    """The switches of one run applied to its algorithm and hyper-parameters (α per edge, δ_step).
+    """The switches of one run applied to its algorithm and hyper-parameters (α per edge, by source index; δ_step).
 
     The baseline is capability-weighted only when the algorithm uses it (HACPO) and `capability_advantage` is on;
     ρ, α and the clip apply to cross rows, which only sharing algorithms have, and ρ and α only where the objective
     weights them (HACPO): Naive resolves to α = 0 and loss weight 1, so the effective weight the step logs for its
     cross rows is the 1 its objective applies. ValueError names a bad α or δ_step.
     """
-    for alpha in alphas:
+    for alpha in alpha_from.values():
         check_nonnegative("alpha", alpha)
     check_nonnegative("delta_step", delta_step)
+    weighted = switches.exponential_is and algorithm.weighted_cross
     return MechanismParams(
-        alphas=tuple(float(a) if switches.exponential_is and algorithm.weighted_cross else 0.0 for a in alphas),
+        alpha_from={source: float(a) if weighted else 0.0 for source, a in alpha_from.items()},
         delta_step=delta_step if switches.stepwise else 0.0,
         weighted_baseline=algorithm.capability_baseline and switches.capability_advantage,
         weighted_loss=switches.omega and algorithm.weighted_cross,

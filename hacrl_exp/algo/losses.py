@@ -7,6 +7,8 @@ tokens through m_k, as ∂ℒ/∂ℓ_t = (1/|y|_k)·∂ℒ/∂m_k (spec §2.5).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 
 from hacrl_exp.algo._checks import check_nonnegative, check_per_sample, check_same_shape
@@ -21,12 +23,20 @@ def ppo_clip_objective(ratio: torch.Tensor, advantages: torch.Tensor, eps_low: f
 
     Bounds count as inside (spec §9.9): on a bound, and on ties of the min, gradient flows.
     """
+    return _ppo_clip(ratio, advantages, eps_low, eps_high)[0]
+
+
+def _ppo_clip(
+    ratio: torch.Tensor, advantages: torch.Tensor, eps_low: float, eps_high: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(J, unclipped_chosen): the PPO objective and where its min takes r·A, i.e. where J passes gradient to r."""
     check_same_shape(ratio=ratio, advantages=advantages)
     check_nonnegative("eps_low", eps_low)
     check_nonnegative("eps_high", eps_high)
     unclipped = ratio * advantages
     clipped = clip_inclusive(ratio, 1.0 - eps_low, 1.0 + eps_high) * advantages
-    return torch.where(unclipped <= clipped, unclipped, clipped)
+    chosen = unclipped <= clipped
+    return torch.where(chosen, unclipped, clipped), chosen
 
 
 def gspo_objective(
@@ -61,6 +71,22 @@ def cross_objective(
     same gradient, different loss value outside the window (spec §9.2, TV-1 C).
     clip=False is the "no Clip" ablation (spec §2.4): J = s · sg[s]^α · ρ · A with raw s.
     """
+    ratio, factor = _cross_ratio_and_factor(
+        s, advantages, loss_weight, alpha, lower_bound, clip, is_factor_on_raw_ratio
+    )
+    return ratio * factor * loss_weight * advantages
+
+
+def _cross_ratio_and_factor(
+    s: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_weight: torch.Tensor | float,
+    alpha: torch.Tensor | float,
+    lower_bound: float,
+    clip: bool,
+    is_factor_on_raw_ratio: bool,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(c, sg[c]^α) of `cross_objective` (c = s without the clip; sg[s]^α for the paper-literal factor)."""
     check_same_shape(s=s, advantages=advantages)
     check_per_sample("loss_weight", loss_weight, s)
     check_per_sample("alpha", alpha, s)
@@ -71,7 +97,7 @@ def cross_objective(
         factor_base = s if is_factor_on_raw_ratio else ratio
     else:
         ratio = factor_base = s
-    return ratio * factor_base.detach().pow(alpha) * loss_weight * advantages
+    return ratio, factor_base.detach().pow(alpha)
 
 
 def grpo_token_objective(
@@ -160,16 +186,58 @@ def sequence_policy_loss(
     (HACPO), otherwise `gspo_objective` too (Naive, spec §2.6). loss_weight/alpha may be (B,) tensors
     (their values on self rows are ignored). Returns (loss scalar, J per sample (B,)).
     """
+    terms = sequence_policy_terms(
+        s, advantages, is_self, loss_weight, alpha, lower_bound, hacpo_cross=hacpo_cross, clip=clip,
+        is_factor_on_raw_ratio=is_factor_on_raw_ratio, eps_low=eps_low, eps_high=eps_high,
+    )  # fmt: skip
+    return -terms.objective.mean(), terms.objective
+
+
+@dataclass
+class RowTerms:
+    """What a sequence-level objective applied to each row (B,): the record the step logs, never recomputed."""
+
+    objective: torch.Tensor
+    """J per row."""
+    weight: torch.Tensor
+    """The factor J multiplies the row's (clipped) ratio·A by: ρ(j→k)·sg[c]^α on HACPO cross rows (ρ = 1 with ω
+    off, α = 0 with exponential IS off, c = s with the clip off), 1 on self rows and on Naive's cross rows."""
+    in_window: torch.Tensor
+    """bool: J depends on s here, i.e. the row's gradient is not clipped away: L_u ≤ s ≤ 1 on HACPO cross rows
+    (every row with the clip off), the PPO min taking s·A on GSPO rows (self rows, Naive's cross rows)."""
+
+
+def sequence_policy_terms(
+    s: torch.Tensor,
+    advantages: torch.Tensor,
+    is_self: torch.Tensor,
+    loss_weight: torch.Tensor | float = 1.0,
+    alpha: torch.Tensor | float = 0.0,
+    lower_bound: float = 0.8,
+    *,
+    hacpo_cross: bool = True,
+    clip: bool = True,
+    is_factor_on_raw_ratio: bool = False,
+    eps_low: float = GSPO_EPS_LOW,
+    eps_high: float = GSPO_EPS_HIGH,
+) -> RowTerms:
+    """J of every row of a mini-batch (spec §2.5) with the weight and window each row got (`RowTerms`); the
+    arguments are `sequence_policy_loss`'s, which is −mean J of these terms."""
     check_same_shape(s=s, advantages=advantages, is_self=is_self)
-    own = gspo_objective(s, advantages, eps_low, eps_high)
-    if hacpo_cross:
-        cross = cross_objective(
-            s, advantages, loss_weight, alpha, lower_bound, clip=clip, is_factor_on_raw_ratio=is_factor_on_raw_ratio
-        )
-    else:
-        cross = own
-    objective = torch.where(is_self, own, cross)
-    return -objective.mean(), objective
+    own, own_window = _ppo_clip(s, advantages, eps_low, eps_high)
+    ones = torch.ones_like(s.detach())
+    if not hacpo_cross:  # Naive (spec §2.6): cross rows are GSPO rows
+        return RowTerms(own, ones, own_window)
+    ratio, factor = _cross_ratio_and_factor(
+        s, advantages, loss_weight, alpha, lower_bound, clip, is_factor_on_raw_ratio
+    )
+    cross = ratio * factor * loss_weight * advantages  # `cross_objective`, term for term
+    cross_window = inside_window(s.detach(), lower_bound, 1.0) if clip else torch.ones_like(own_window)
+    return RowTerms(
+        objective=torch.where(is_self, own, cross),
+        weight=torch.where(is_self, ones, (factor * loss_weight).expand_as(ones)),
+        in_window=torch.where(is_self, own_window, cross_window),
+    )
 
 
 def cross_window_share(s: torch.Tensor, lower_bound: float) -> torch.Tensor:

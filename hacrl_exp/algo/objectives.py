@@ -1,8 +1,11 @@
-"""The objective of each algorithm, one signature: `objective(rows, params) -> (loss, metrics)` (spec §2.5, §2.6, §3).
+"""The objective of each algorithm, one signature: `objective(rows, params) -> (loss, metrics, applied)` (spec §2.5,
+§2.6, §3).
 
 `rows` is one micro-batch of a learner's mini-batch (self and cross rows, current and old log-probs); the loss is
-scaled so that the micro-batches' losses add up to the mini-batch loss. The registry in `algorithms.py` maps each
-algorithm name to one of these functions; a new algorithm is a new function here and one registry line.
+scaled so that the micro-batches' losses add up to the mini-batch loss; `applied` is what the objective did to each
+row (`RowTerms`: J, the weight on its ratio·A, whether its gradient passed the clip), which the step logs as is.
+The registry in `algorithms.py` maps each algorithm name to one of these functions; a new algorithm is a new
+function here and one registry line.
 """
 
 from __future__ import annotations
@@ -12,10 +15,10 @@ from dataclasses import dataclass
 
 import torch
 
-from hacrl_exp.algo.losses import grpo_token_objective, sequence_policy_loss
+from hacrl_exp.algo.losses import RowTerms, grpo_token_objective, sequence_policy_terms
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PolicyRows:
     """One micro-batch as the objectives see it: B rows, T = longest response in the learner's tokens."""
 
@@ -50,11 +53,13 @@ class ObjectiveParams:
     log_ratio_clamp: float = 10.0
 
 
-Objective = Callable[[PolicyRows, ObjectiveParams], tuple[torch.Tensor, dict[str, float]]]
+ObjectiveResult = tuple[torch.Tensor, dict[str, float], RowTerms]
+"""(loss of the micro-batch, metrics, what was applied to each row)."""
+Objective = Callable[[PolicyRows, ObjectiveParams], ObjectiveResult]
 
 
-def _sequence_loss(rows: PolicyRows, params: ObjectiveParams, hacpo_cross: bool) -> tuple[torch.Tensor, dict]:
-    loss, objective = sequence_policy_loss(
+def _sequence_loss(rows: PolicyRows, params: ObjectiveParams, hacpo_cross: bool) -> ObjectiveResult:
+    applied = sequence_policy_terms(
         rows.s,
         rows.advantages,
         rows.is_self,
@@ -67,15 +72,15 @@ def _sequence_loss(rows: PolicyRows, params: ObjectiveParams, hacpo_cross: bool)
         eps_low=params.eps_low,
         eps_high=params.eps_high,
     )
-    loss = loss * len(rows.s) / rows.minibatch_rows
+    loss = -applied.objective.mean() * len(rows.s) / rows.minibatch_rows
     metrics = {}
     if bool(rows.is_self.any()):
-        own_clipped = (objective - rows.s * rows.advantages).abs() > 1e-12
+        own_clipped = (applied.objective - rows.s * rows.advantages).abs() > 1e-12
         metrics["self_clipfrac"] = float(own_clipped[rows.is_self].double().mean())
-    return loss, metrics
+    return loss, metrics, applied
 
 
-def hacpo_objective(rows: PolicyRows, params: ObjectiveParams) -> tuple[torch.Tensor, dict[str, float]]:
+def hacpo_objective(rows: PolicyRows, params: ObjectiveParams) -> ObjectiveResult:
     """HACPO (spec §2.5): GSPO clip on self rows, J = c·sg[c]^α·ρ·A with c = clip(s, L_u, 1) on cross rows.
 
     ℒ_micro = −(1/|M|) Σ_{y ∈ micro} J(y), |M| the mini-batch's rows. Metrics: self_clipfrac.
@@ -83,13 +88,13 @@ def hacpo_objective(rows: PolicyRows, params: ObjectiveParams) -> tuple[torch.Te
     return _sequence_loss(rows, params, hacpo_cross=True)
 
 
-def gspo_objective_loss(rows: PolicyRows, params: ObjectiveParams) -> tuple[torch.Tensor, dict[str, float]]:
+def gspo_objective_loss(rows: PolicyRows, params: ObjectiveParams) -> ObjectiveResult:
     """GSPO (spec §3.1), and Naive's cross rows (§2.6): J = min(s·A, clip(s, 1 − ε_low, 1 + ε_high)·A) on every
     row; ℒ_micro = −(1/|M|) Σ J. Metrics: self_clipfrac."""
     return _sequence_loss(rows, params, hacpo_cross=False)
 
 
-def grpo_objective(rows: PolicyRows, params: ObjectiveParams) -> tuple[torch.Tensor, dict[str, float]]:
+def grpo_objective(rows: PolicyRows, params: ObjectiveParams) -> ObjectiveResult:
     """GRPO (spec §3.3): per-token J_t = min(r_t·A, clip(r_t, 1 − ε_low, 1 + ε_high)·A) with the dual clip,
     r_t = exp(clamp(ℓ_t − ℓ_old,t)); ℒ_micro = −Σ_t J_t·mask / (tokens of the mini-batch) (token-mean).
     Metrics: self_clipfrac over tokens."""
@@ -98,4 +103,6 @@ def grpo_objective(rows: PolicyRows, params: ObjectiveParams) -> tuple[torch.Ten
     objective = grpo_token_objective(log_ratio.clamp(-clamp, clamp), rows.advantages, params.eps_low, params.eps_high)
     loss = -(objective * rows.mask).sum() / max(rows.minibatch_tokens, 1)
     clipped = ((objective - log_ratio.exp() * rows.advantages.unsqueeze(-1)).abs() > 0) & rows.mask
-    return loss, {"self_clipfrac": float(clipped.sum() / rows.mask.sum())}
+    per_row = (objective * rows.mask).sum(-1)
+    applied = RowTerms(per_row, torch.ones_like(rows.s.detach()), ((~clipped) & rows.mask).any(-1))
+    return loss, {"self_clipfrac": float(clipped.sum() / rows.mask.sum())}, applied

@@ -25,6 +25,8 @@ from hacrl_exp.config.validate import describe
 from hacrl_exp.errors import ConfigError
 
 CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
+SWEEPS_DIR = CONFIG_DIR.parent / "sweeps"
+"""The α studies: groups hparams_search and sweep (hydra_plugins/hacrl_sweeps, on conf/config.yaml's search path)."""
 HYDRA_KEYS_CHECKED = ("hydra.searchpath", "hydra.sweeper.")  # composed too: the groups they find, sweeper typos
 ConfigStore.instance().store(name="config_schema", node=Config)
 
@@ -48,7 +50,7 @@ def first_choices(overrides: list[str]) -> list[str]:
 
 
 def group_options(group: str) -> list[str]:
-    folder = CONFIG_DIR / group
+    folder = SWEEPS_DIR if group in ("hparams_search", "sweep") else CONFIG_DIR / group
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 

@@ -13,7 +13,7 @@ from hacrl_exp.errors import ConfigError
 from hacrl_exp.evaluation.checkpoints import resolve_checkpoints
 from hacrl_exp.evaluation.data import data_folder
 from hacrl_exp.evaluation.spec import load_benchmark
-from hacrl_exp.tracking_store import check_store
+from hacrl_exp.tracking.store import check_store
 
 
 def check_inputs(config: EvaluateConfig) -> None:

@@ -12,6 +12,8 @@ from typing import Protocol
 
 import torch
 
+from hacrl_exp.config.schema import RolloutConfig
+
 
 @dataclass(frozen=True)
 class SamplingSettings:
@@ -23,6 +25,12 @@ class SamplingSettings:
     """-1 disables top-k, as verl and vLLM (transformers' own default would be 50)."""
     max_new_tokens: int = 48
     do_sample: bool = True
+
+    @classmethod
+    def of(cls, rollout: RolloutConfig) -> SamplingSettings:
+        """The training rollouts' sampling (rollout.temperature, top_p, max_new_tokens): the one object that both
+        generates a step's responses and sets the temperature their log-probs are scored at, old and new."""
+        return cls(rollout.temperature, rollout.top_p, max_new_tokens=rollout.max_new_tokens)
 
     @property
     def greedy(self) -> bool:

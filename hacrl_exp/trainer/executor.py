@@ -22,9 +22,8 @@ from typing import Any
 import torch
 
 from hacrl_exp.config.schema import AgentConfig, Config, ExecutorConfig
-from hacrl_exp.distributed import connect, import_ray
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.rollout.base import SamplingSettings
+from hacrl_exp.ray_cluster import connect, import_ray
 from hacrl_exp.tasks.base import Problem, Task
 from hacrl_exp.trainer.rollouts import SharedRollouts
 from hacrl_exp.trainer.worker import AgentWorker, RankGroup
@@ -55,11 +54,9 @@ class Executor:
         results = self.call(method, dict.fromkeys(range(len(self.workers)), args))
         return [results[i] for i in range(len(self.workers))]
 
-    def rollout(
-        self, problems: Sequence[Problem], group: int, sampling: SamplingSettings
-    ) -> list[tuple[SharedRollouts, Times]]:
+    def rollout(self, problems: Sequence[Problem], group: int) -> list[tuple[SharedRollouts, Times]]:
         """Phases 1–3 on every agent (`AgentWorker.rollout`): its shared rollouts and phase seconds, in agent order."""
-        return self.call_all("rollout", problems, group, sampling)
+        return self.call_all("rollout", problems, group)
 
     def learn(
         self, sources: Mapping[int, tuple[dict[int, SharedRollouts], torch.Tensor]]

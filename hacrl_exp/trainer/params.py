@@ -1,5 +1,9 @@
 """Each learner's update settings, resolved once from the config: the training step reads no switch.
 
+The sampling settings (temperature, top-p, max new tokens) are not here: they are one `SamplingSettings`
+(`rollout.base.SamplingSettings.of(config.rollout)`, built by the loop), which generates and scores a step's rollouts
+and travels with them (`SourceRollouts.sampling`) to the update, so both halves of every ratio read one temperature.
+
 `learner_params` applies the algorithm (which objective, whether rollouts are shared) and the mechanism switches
 (`hacrl_exp.algo.resolve_mechanisms`: α per edge, δ_step, baseline and loss weights on or off, cross clip on or off)
 to plain values, at validation time (`hacrl_exp.trainer.loop.train`) and again where each worker is built.
@@ -37,9 +41,6 @@ class LearnerParams:
     kl_coef: float
     kl_aggregation: str
     max_grad_norm: float
-    max_response_tokens: int
-    temperature: float
-    """Sampling temperature: logits are divided by it when scoring log-probs (as verl)."""
     skip_zero_advantage: bool = True
     """Rows with A = 0 and no KL term are not run through the model (their gradient is 0)."""
 
@@ -53,7 +54,8 @@ def learner_params(config: Config, graph: AgentGraph | None = None) -> dict[int,
     for learner in graph.learners:
         edges = graph.sources_of(learner) if algorithm.shares_rollouts else []
         try:
-            mechanisms = resolve_mechanisms(config.mechanisms, algorithm, [e.alpha for e in edges], algo.delta_step)
+            alpha_from = {names.index(e.source): e.alpha for e in edges}
+            mechanisms = resolve_mechanisms(config.mechanisms, algorithm, alpha_from, algo.delta_step)
         except ValueError as exc:
             raise ConfigError(f"{exc} (algorithm.* or agents.members.{learner}.alpha_from)") from None
         token_level = algorithm.token_level
@@ -79,7 +81,5 @@ def learner_params(config: Config, graph: AgentGraph | None = None) -> dict[int,
             kl_coef=algo.kl_coef,
             kl_aggregation=algo.kl_aggregation,
             max_grad_norm=trainer.max_grad_norm,
-            max_response_tokens=config.rollout.max_new_tokens,
-            temperature=config.rollout.temperature,
         )
     return out

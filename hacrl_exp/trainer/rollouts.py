@@ -55,6 +55,9 @@ class SourceRollouts:
     """(rows,) float64 0/1."""
     old_token_logp: list[torch.Tensor]
     """The agent's own per-token log-probs before any update (spec §1.2)."""
+    sampling: SamplingSettings
+    """What generated the rows and the temperature their old log-probs were scored at; the update scores the new
+    log-probs at the same one (one source for both halves of the ratio)."""
     ref_token_logp: list[torch.Tensor] | None = None
     problem_prompt_ids: list[list[int]] | None = None
     """Per problem: its prompt in this agent's tokens, the prompt partners' answers are placed under."""
@@ -107,13 +110,14 @@ def collect_rollouts(
     times["reward"] += scored - graded
     times["score_own"] += done - scored
     return SourceRollouts(
-        index,
-        prompt_index,
-        rollouts.prompt_ids,
-        rollouts.response_ids,
-        rollouts.texts,
-        rewards,
-        old,
-        ref,
-        problem_prompt_ids,
+        agent=index,
+        prompt_index=prompt_index,
+        prompt_ids=rollouts.prompt_ids,
+        response_ids=rollouts.response_ids,
+        texts=rollouts.texts,
+        rewards=rewards,
+        old_token_logp=old,
+        sampling=sampling,
+        ref_token_logp=ref,
+        problem_prompt_ids=problem_prompt_ids,
     )

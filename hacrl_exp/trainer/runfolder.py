@@ -180,7 +180,7 @@ def prepare_run(config: Config, output_dir: Path | None) -> tuple[Config, RunPla
 
     Returns the config to train with (the recorded store filled in) and the plan.
     """
-    from hacrl_exp.tracking_store import check_store
+    from hacrl_exp.tracking.store import check_store
     from hacrl_exp.trainer.resources import check_memory
 
     plan = plan_run(config, output_dir)

@@ -35,7 +35,6 @@ from hacrl_exp.algo import (
     capability_aware_advantages,
     cross_row_statistics,
     group_relative_advantages,
-    inside_window,
     kl_penalty,
     masked_mean,
     minibatch_schedule,
@@ -64,6 +63,9 @@ class LearnerBatch:
     old_token_logp: list[torch.Tensor | None]
     ref_token_logp: list[torch.Tensor | None]
     block_sizes: list[int]
+    temperature: float
+    """The temperature the learner's own old log-probs were scored at (its rollouts' `sampling`): the new ones are
+    scored at it too."""
 
     def __len__(self) -> int:
         return len(self.response_ids)
@@ -90,16 +92,16 @@ def build_batch(
     blocks = [own] + [sources[j] for j in params.sources]
     # 2 EXCHANGE
     rows: dict[str, list] = defaultdict(list)
-    for block, alpha in zip(blocks, (0.0, *params.mechanisms.alphas)):
+    for block in blocks:
         n, mine = len(block.texts), block is own
         if mine:
             rows["prompt_ids"] += [list(ids) for ids in own.prompt_ids]
             rows["response_ids"] += own.response_ids
         else:
             rows["prompt_ids"] += [own.problem_prompt_ids[p] for p in block.prompt_index]
-            rows["response_ids"] += retokenize(block.texts, tokenizer, params.max_response_tokens)
+            rows["response_ids"] += retokenize(block.texts, tokenizer, own.sampling.max_new_tokens)
         rows["source"] += [block.agent] * n
-        rows["alpha"] += [alpha] * n
+        rows["alpha"] += [0.0 if mine else params.mechanisms.alpha_from[block.agent]] * n  # self rows: no IS factor
         block_rho = rho[block.agent].expand(n) if rho.dim() == 1 else rho[torch.tensor(block.prompt_index), block.agent]
         rows["loss_weight"].append(params.mechanisms.loss_weight(block_rho.double()))
         rows["old_token_logp"] += own.old_token_logp if mine else [None] * n
@@ -127,6 +129,7 @@ def build_batch(
         old_token_logp=rows["old_token_logp"],
         ref_token_logp=rows["ref_token_logp"],
         block_sizes=[len(b.texts) for b in blocks],
+        temperature=own.sampling.temperature,
     )
 
 
@@ -156,15 +159,25 @@ def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list
         run = torch.arange(mb.start, mb.stop)[run_rows[mb.start : mb.stop]]
         for rows in run.split(params.micro_batch_size) if len(run) else ():
             prompt_ids, response_ids = [batch.prompt_ids[r] for r in rows], [batch.response_ids[r] for r in rows]
-            logp, mask = response_logprobs(agent.model, prompt_ids, response_ids, agent.pad_id, params.temperature)
+            logp, mask = response_logprobs(agent.model, prompt_ids, response_ids, agent.pad_id, batch.temperature)
             adv, is_self, old_mean, rho, alpha = batch.on_device(rows, logp.device)  # the one move to the device
             logp = logp.double()
             log_s = sequence_log_ratio(masked_mean(logp, mask), old_mean, -clamp, clamp)
             s = log_s.exp()
-            old = _padded([batch.old_token_logp[r] for r in rows], logp) if params.token_level else None
-            mb_size = mb.stop - mb.start
-            policy_rows = PolicyRows(logp, mask, s, adv, is_self, rho, alpha, lower, mb_size, sum(lengths), old)
-            loss, objective_metrics = params.objective(policy_rows, params.objective_params)
+            policy_rows = PolicyRows(
+                logp=logp,
+                mask=mask,
+                s=s,
+                advantages=adv,
+                is_self=is_self,
+                loss_weight=rho,
+                alpha=alpha,
+                lower=lower,
+                minibatch_rows=mb.stop - mb.start,
+                minibatch_tokens=sum(lengths),
+                old_token_logp=_padded([batch.old_token_logp[r] for r in rows], logp) if params.token_level else None,
+            )
+            loss, objective_metrics, applied = params.objective(policy_rows, params.objective_params)
             for key, value in objective_metrics.items():
                 stats[f"train/{key}"].append(value)
             if params.kl_coef > 0 and bool(is_self.any()):
@@ -176,8 +189,9 @@ def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list
             finite = finite and all(bool(torch.isfinite(x).all()) for x in (logp[mask > 0], old_mean, log_s, loss))
             loss.backward()
             mb_loss += float(loss.detach())
-            ratios[rows], in_window[rows] = s.detach().cpu(), inside_window(s, lower, 1.0).cpu()
-            weights[rows] = (rho * s.detach().clamp(lower, 1.0).pow(alpha)).cpu()
+            # what the objective applied, as it applied it (logged = applied: no formula is recomputed here)
+            ratios[rows] = s.detach().cpu()
+            in_window[rows], weights[rows] = applied.in_window.cpu(), applied.weight.cpu()
         if not len(run):  # as a backward of a zero loss would: zero gradients, so Adam's moments still advance
             empty += 1
             for param in trainable:

@@ -2,7 +2,7 @@
 reference model, random stream) behind the few calls the HACPO loop makes.
 
 The same class runs in the trainer's process (executor=local) and as a Ray actor (executor=ray), see
-`hacrl_exp.trainer.executor`. What crosses between the driver and a worker: problems and sampling settings in;
+`hacrl_exp.trainer.executor`. What crosses between the driver and a worker: problems in;
 `SharedRollouts` (text, reward, the source's old mean log-prob and token count per response), metrics and
 per-problem evaluation records out; the sources' `SharedRollouts` and the capability weights ρ into `learn`,
 which runs the learner's step (hacrl_exp.trainer.step) with its `LearnerParams`, resolved once here.
@@ -39,7 +39,7 @@ from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.base import Problem, Task
 from hacrl_exp.trainer import step
 from hacrl_exp.trainer.checkpoint import load_agent_state, save_agent_state
-from hacrl_exp.trainer.evaluation import BenchmarkEvaluation, greedy_answers
+from hacrl_exp.trainer.heldout import BenchmarkEvaluation, greedy_answers
 from hacrl_exp.trainer.params import learner_params
 from hacrl_exp.trainer.rollouts import SharedRollouts, SourceRollouts, collect_rollouts
 from hacrl_exp.trainer.sharded_checkpoint import load_sharded_agent_state, save_sharded_agent_state
@@ -107,6 +107,9 @@ class AgentWorker:
             self.listening = store_socket()
             self.port = int(self.listening.getsockname()[1])
         self.params = learner_params(config).get(index)  # None for a frozen agent
+        # the one object behind both halves of every ratio: it generates the rollouts, scores their old log-probs,
+        # and travels with them (SourceRollouts.sampling) to `learn`, which scores the new ones at its temperature
+        self.sampling = SamplingSettings.of(config.rollout)
         self.benchmarks = BenchmarkEvaluation(config, self.task)
         self.device = compute_device(self.agent.model)
         self.score = None  # collect_rollouts' scoring: batched_response_logprobs, unless `join` splits it
@@ -154,17 +157,16 @@ class AgentWorker:
             agent.engine = RankSlicedEngine(agent.engine)
         self.score = rank_sliced_logprobs
 
-    def rollout(
-        self, problems: Sequence[Problem], group: int, sampling: SamplingSettings
-    ) -> tuple[SharedRollouts, dict[str, float]]:
-        """Phases 1–3 (ROLLOUT, REWARD, SCORE OWN) of one step: G samples per prompt, graded, scored by this
-        agent's model before any update (spec §1.2). Keeps the whole rollouts for `learn`; returns the part other
-        agents see and the seconds of each phase."""
+    def rollout(self, problems: Sequence[Problem], group: int) -> tuple[SharedRollouts, dict[str, float]]:
+        """Phases 1–3 (ROLLOUT, REWARD, SCORE OWN) of one step: G samples per prompt with `self.sampling`, graded,
+        scored by this agent's model before any update (spec §1.2) at the sampling temperature. Keeps the whole
+        rollouts (with their sampling, which `learn` scores the new log-probs at) for `learn`; returns the part
+        other agents see and the seconds of each phase."""
         times = dict.fromkeys(("generate", "reward", "score_own"), 0.0)
         score_batch = self.config.trainer.micro_batch_size
         with self._own_rng(), self._gathered():
             self._own = collect_rollouts(
-                self.agent, self.index, problems, group, sampling, self.task, score_batch, times, self.score
+                self.agent, self.index, problems, group, self.sampling, self.task, score_batch, times, self.score
             )
         return self._own.shared(), times
 

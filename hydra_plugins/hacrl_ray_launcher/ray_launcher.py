@@ -66,7 +66,7 @@ class HacrlRayLauncher(Launcher):
 
     def launch(self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int) -> Sequence[JobReturn]:
         """Submit every job as a Ray task, then wait for all; JobReturns in job order."""
-        from hacrl_exp.distributed import connect, import_ray, run_hydra_job
+        from hacrl_exp.ray_cluster import connect, import_ray, run_hydra_job
         from hacrl_exp.tracking import create_stores
 
         setup_globals()

@@ -162,7 +162,7 @@ def test_alpha_negative(alpha):
     with pytest.raises(ValueError, match="alpha"):
         check_hacpo_hyperparameters(alpha, 0.2, 0.025)
     with pytest.raises(ValueError, match="alpha"):
-        resolve_mechanisms(MechanismsConfig(), get_algorithm("hacpo"), [1.0, alpha], 0.025)
+        resolve_mechanisms(MechanismsConfig(), get_algorithm("hacpo"), {1: 1.0, 2: alpha}, 0.025)
     with pytest.raises(ValueError, match="alpha"):
         cross_objective(S4, A4, 1.5, alpha, 0.8)
     with pytest.raises(ValueError, match="alpha"):
@@ -194,7 +194,7 @@ def test_delta_step_negative(delta_step):
     with pytest.raises(ValueError, match="delta_step"):
         check_hacpo_hyperparameters(1.0, 0.2, delta_step)
     with pytest.raises(ValueError, match="delta_step"):
-        resolve_mechanisms(MechanismsConfig(), get_algorithm("hacpo"), [1.0], delta_step)
+        resolve_mechanisms(MechanismsConfig(), get_algorithm("hacpo"), {1: 1.0}, delta_step)
 
 
 @pytest.mark.parametrize("u", [-1, 1.5, True])

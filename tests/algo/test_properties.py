@@ -347,15 +347,15 @@ def test_stepwise_lower_bound_monotone_and_capped(delta, delta_step, u):
 
 
 def resolved(algorithm: str = "hacpo", alpha: float = 1.0, delta_step: float = 0.025, **switches):
-    """The plain step parameters of `mechanisms.*` = switches (all on by default) for one edge of α."""
-    return resolve_mechanisms(MechanismsConfig(**switches), get_algorithm(algorithm), [alpha], delta_step)
+    """The plain step parameters of `mechanisms.*` = switches (all on by default) for one edge of α, from agent 1."""
+    return resolve_mechanisms(MechanismsConfig(**switches), get_algorithm(algorithm), {1: alpha}, delta_step)
 
 
 def test_mechanisms_all_on_pass_values_through():
     mech = resolved(alpha=3.0)
     w = t([1.0, 0.25, 4.0])
     assert mech.baseline_weight(w) is w and mech.loss_weight(w) is w
-    assert mech.alphas == (3.0,) and mech.delta_step == 0.025 and mech.clip_cross
+    assert mech.alpha_from == {1: 3.0} and mech.delta_step == 0.025 and mech.clip_cross
 
 
 @pytest.mark.parametrize("algorithm", ["naive", "gspo", "gspo_x2", "grpo"])
@@ -369,9 +369,9 @@ def test_naive_cross_rows_carry_no_weight():
     """Naive's objective is GSPO's on every row (§2.6): it resolves to loss weight 1 and α = 0, so the logged
     effective weight ρ · clip(s, L_u, 1)^α of its cross rows is the 1 it applies, not HACPO's would-be weight."""
     mech = resolved("naive", alpha=3.0)
-    assert torch.equal(mech.loss_weight(t([1.5, 0.25])), t([1, 1])) and mech.alphas == (0.0,)
+    assert torch.equal(mech.loss_weight(t([1.5, 0.25])), t([1, 1])) and mech.alpha_from == {1: 0.0}
     hacpo = resolved("hacpo", alpha=3.0)
-    assert torch.equal(hacpo.loss_weight(t([1.5, 0.25])), t([1.5, 0.25])) and hacpo.alphas == (3.0,)
+    assert torch.equal(hacpo.loss_weight(t([1.5, 0.25])), t([1.5, 0.25])) and hacpo.alpha_from == {1: 3.0}
 
 
 def test_mechanisms_omega_off_gives_tv1_case_d(tv1_adv_a, tv1_loss_weight, tv1_is_self):
@@ -380,7 +380,7 @@ def test_mechanisms_omega_off_gives_tv1_case_d(tv1_adv_a, tv1_loss_weight, tv1_i
     m = t(TV1_M_CUR)
     s = sequence_log_ratio(m, t(TV1_M_OLD)).exp()
     _, objective = sequence_policy_loss(
-        s, tv1_adv_a, tv1_is_self, mech.loss_weight(tv1_loss_weight), mech.alphas[0], stepwise_lower_bound(2)
+        s, tv1_adv_a, tv1_is_self, mech.loss_weight(tv1_loss_weight), mech.alpha_from[1], stepwise_lower_bound(2)
     )
     close(objective[4:], [0.7156970128980255, 0.6979999646107303, -0.9660899164162359, 0.9098292195341822])
     w = t([1.0, 2.0 / 3.0])
@@ -404,10 +404,10 @@ def test_mechanisms_stepwise_off_gives_constant_bound(delta, delta_step):
 )
 def test_mechanisms_exponential_is_off_gives_alpha_zero(samples, alpha, u):
     mech = resolved(alpha=alpha, exponential_is=False)
-    assert mech.alphas == (0.0,)
+    assert mech.alpha_from == {1: 0.0}
     s, adv, rho = (t(list(c)) for c in zip(*samples, strict=True))
     lower = stepwise_lower_bound(u)
-    got = cross_objective(s, adv, rho, mech.alphas[0], lower)
+    got = cross_objective(s, adv, rho, mech.alpha_from[1], lower)
     close(got, s.clamp(lower, 1.0) * rho * adv)
 
 

@@ -206,7 +206,7 @@ def test_tv1_naive_joint_advantages(tv1_tracker, tv1_rewards, tv1_source):
     expected = [p, n, n, p, p, p, n, p]
     close(capability_aware_advantages(tv1_rewards, tv1_source, 0, ones)[0], expected)
     no_adv = resolve_mechanisms(
-        MechanismsConfig(capability_advantage=False), get_algorithm("hacpo"), [1.0], 0.025
+        MechanismsConfig(capability_advantage=False), get_algorithm("hacpo"), {1: 1.0}, 0.025
     ).baseline_weight(tv1_tracker.baseline_weights()[0])
     close(capability_aware_advantages(tv1_rewards, tv1_source, 0, no_adv)[0], expected)
 
@@ -367,7 +367,7 @@ def test_tv1_case_d_omega_ablation_alpha1_u2(tv1_adv_a, tv1_loss_weight):
     expected = [0.7156970128980255, 0.6979999646107303, -0.9660899164162359, 0.9098292195341822]
     _, objective, _ = tv1_loss(tv1_adv_a, torch.ones(8, dtype=torch.float64), 1, 2)
     close(objective[4:], expected)
-    no_omega = resolve_mechanisms(MechanismsConfig(omega=False), get_algorithm("hacpo"), [1.0], 0.025).loss_weight(
+    no_omega = resolve_mechanisms(MechanismsConfig(omega=False), get_algorithm("hacpo"), {1: 1.0}, 0.025).loss_weight(
         tv1_loss_weight
     )
     _, objective, _ = tv1_loss(tv1_adv_a, no_omega, 1, 2)

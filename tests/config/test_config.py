@@ -97,7 +97,11 @@ def test_hydra_flags_are_not_overrides():
 
 
 @pytest.mark.parametrize("study", ["alpha_pair", "alpha_pair_quick"])
-def test_old_sweep_group_name_is_an_alias_of_hparams_search(study):
+def test_both_sweep_group_names_read_the_study_in_sweeps(study):
+    """+hparams_search=<name> and the older +sweep=<name> compose the same study, read from the top-level sweeps/
+    through Hydra's search path (hydra_plugins/hacrl_sweeps): one file per study, none under conf/."""
+    assert (CONFIG_DIR.parent / "sweeps" / f"{study}.yaml").is_file()
+    assert not (CONFIG_DIR / "hparams_search").exists() and not (CONFIG_DIR / "sweep").exists()
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 

@@ -18,7 +18,7 @@ import pytest
 from hacrl_exp import run
 from hacrl_exp.config.schema import TrackingConfig
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.tracking_store import check_store
+from hacrl_exp.tracking.store import check_store
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides

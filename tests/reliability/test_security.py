@@ -158,7 +158,7 @@ def test_checkpoint_state_is_loaded_weights_only(tmp_path):
 
 def test_servers_bind_loopback_by_default():
     assert ExecutorConfig().include_dashboard is False and ExecutorConfig().address is None
-    tree = ast.parse((ROOT / "hacrl_exp" / "distributed.py").read_text())
+    tree = ast.parse((ROOT / "hacrl_exp" / "ray_cluster.py").read_text())
     private = [n for n in ast.walk(tree) if isinstance(n, ast.With) and "_loopback_only" in ast.unparse(n.items[0])]
     assert private and any("ray.init" in ast.unparse(n) and "address='local'" in ast.unparse(n) for n in private)
     # a behavioural check of the listening sockets of a private Ray: tests/trainer/test_ray.py
@@ -207,6 +207,7 @@ def test_the_printed_mlflow_link_carries_no_credentials():
     from hacrl_exp.tracking import ui_hint
 
     link = ui_hint("https://alice:s3cr3t-V4lue@mlflow.example.com:5000/", "7")
-    assert link == "MLflow: https://mlflow.example.com:5000/#/experiments/7/runs?workflowType=machine_learning"
+    page = "#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey=hacrl-final-accuracy"
+    assert link == f"MLflow: https://mlflow.example.com:5000/{page}"
     local = ui_hint("sqlite:////tmp/x/mlflow.db", "1")
-    assert "--host 127.0.0.1" in local and local.endswith("#/experiments/1/runs?workflowType=machine_learning")
+    assert "--host 127.0.0.1" in local and local.endswith(f"http://127.0.0.1:5000/{page.replace('/7/', '/1/')}")

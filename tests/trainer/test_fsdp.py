@@ -84,7 +84,7 @@ def test_an_agent_sharded_over_two_ranks_on_named_nodes_matches_the_unsharded_ru
     node_b); every rank reports, from inside its actor, its node."""
     from ray.cluster_utils import Cluster
 
-    from hacrl_exp.distributed import _loopback_only
+    from hacrl_exp.ray_cluster import _loopback_only
 
     # every node and the driver on 127.0.0.1, like a private Ray: a driver that resolved this machine's address
     # would wait for a raylet there
@@ -154,7 +154,6 @@ def test_the_rendezvous_is_loopback_only_and_a_failed_rank_stops_its_agent_at_on
     waiting in a collective, the other agent still answers, and close does not wait for the dead group."""
     import ray
 
-    from hacrl_exp.rollout.base import SamplingSettings
     from hacrl_exp.tasks import build_task
     from hacrl_exp.trainer.executor import RayExecutor
 
@@ -172,7 +171,7 @@ def test_the_rendezvous_is_loopback_only_and_a_failed_rank_stops_its_agent_at_on
         started = time.monotonic()
         problems = build_task(config.task).train_problems(1, 2)
         with pytest.raises(ray.exceptions.RayActorError):
-            executor.rollout(problems, 4, SamplingSettings(max_new_tokens=8))
+            executor.rollout(problems, 4)
         assert time.monotonic() - started < 30
         with pytest.raises(ray.exceptions.RayActorError):
             ray.get(opt_ranks[0].ready.remote(), timeout=60)

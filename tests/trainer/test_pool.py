@@ -14,6 +14,7 @@ from hacrl_exp.algo import (
 )
 from hacrl_exp.config.schema import MechanismsConfig
 from hacrl_exp.graph import build_graph
+from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks.arithmetic import ArithmeticTask
 from hacrl_exp.trainer.params import LearnerParams
 from hacrl_exp.trainer.rollouts import SourceRollouts
@@ -38,13 +39,14 @@ def source_rollouts(agent: int, tokenizer, rewards: list[float]) -> SourceRollou
     prompt_ids = [tokenizer(problems[r // G].prompt)["input_ids"] for r in range(P * G)]
     old = [torch.full((len(ids),), -0.1 * (agent + 1)) for ids in response_ids]
     return SourceRollouts(
-        agent,
-        [r // G for r in range(P * G)],
-        prompt_ids,
-        response_ids,
-        texts,
-        torch.tensor(rewards, dtype=torch.float64),
-        old,
+        agent=agent,
+        prompt_index=[r // G for r in range(P * G)],
+        prompt_ids=prompt_ids,
+        response_ids=response_ids,
+        texts=texts,
+        rewards=torch.tensor(rewards, dtype=torch.float64),
+        old_token_logp=old,
+        sampling=SamplingSettings(max_new_tokens=64),
         problem_prompt_ids=prompt_ids[::G],
     )
 
@@ -68,7 +70,7 @@ def learner_a(algorithm: str, switches: MechanismsConfig) -> LearnerParams:
         index=0,
         sources=tuple(NAMES.index(e.source) for e in edges),
         joint_group=algo.shares_rollouts,
-        mechanisms=resolve_mechanisms(switches, algo, [e.alpha for e in edges], 0.025),
+        mechanisms=resolve_mechanisms(switches, algo, {NAMES.index(e.source): e.alpha for e in edges}, 0.025),
         objective=algo.objective,
         objective_params=ObjectiveParams(3e-4, 4e-4),
         token_level=algo.token_level,
@@ -80,8 +82,6 @@ def learner_a(algorithm: str, switches: MechanismsConfig) -> LearnerParams:
         kl_coef=0.0,
         kl_aggregation="seq_mean_token_mean",
         max_grad_norm=1.0,
-        max_response_tokens=64,
-        temperature=1.0,
     )
 
 

@@ -56,6 +56,7 @@ def make_batch(agent: Agent, advantages: list[float]) -> LearnerBatch:
         old_token_logp=old_token,
         ref_token_logp=old_token,
         block_sizes=[P * G, P * G],
+        temperature=1.0,
     )
 
 

@@ -3,12 +3,12 @@
 import mlflow
 
 from hacrl_exp.config.schema import TrackingConfig
-from hacrl_exp.tracking import make_tracker, mlflow_key
+from hacrl_exp.tracking.tracker import MlflowTracker, mlflow_key
 
 
 def test_a_category_with_an_ampersand_is_logged_under_a_name_mlflow_takes(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    tracker = make_tracker(TrackingConfig(uri=uri, experiment="keys"), {"seed": 0}, ["a"], {})
+    tracker = MlflowTracker(TrackingConfig(uri=uri, experiment="keys"), {"seed": 0}, ["a"], {})
     tracker.log(1, {"train/p_hat/Counting & Probability": 0.25, "train/p_hat": 0.5}, "a")
     tracker.flush()
     assert not tracker.down  # one refused name used to make MLflow refuse the whole batch, and the store "down"
