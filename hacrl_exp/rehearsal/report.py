@@ -107,12 +107,14 @@ class Report:
     def _round_trips(self) -> list[str]:
         if not self.round_trips:
             return []
-        rows = [[f"{r.source} → {r.learner}", f"{r.exact}/{r.total} ({share(r.rate)})", f"{r.mean_ratio:.3f}"]
-                for r in self.round_trips]  # fmt: skip
+        rows = [[f"{r.source} → {r.learner}", f"{r.exact}/{r.total} ({share(r.rate)})", f"{r.mean_ratio:.3f}",
+                 f"{r.cut} ({share(r.cut / r.total if r.total else 0.0)})"] for r in self.round_trips]  # fmt: skip
+        cut = f"> rollout.max_new_tokens={self.max_new_tokens} learner tokens (cut)"
         out = ["## Re-tokenisation: MATH-500 gold solutions, source → learner", "",
                "Source tokens → the source's text (skip special tokens) → the learner's tokens "
-               "(trainer.step.retokenize) → the learner's text, compared with the original.", "",
-               *table(["edge", "exact round trips", "mean tokens learner / source"], rows), ""]  # fmt: skip
+               "(trainer.step.retokenize) → the learner's text, compared with the original; the last column counts "
+               "the texts the exchange would cut.", "",
+               *table(["edge", "exact round trips", "mean tokens learner / source", cut], rows), ""]  # fmt: skip
         for r in self.round_trips:
             for row, reason in r.failures[:FAILURES_SHOWN]:
                 out.append(f"- {r.source} → {r.learner}, row {row}: {reason}")

@@ -62,9 +62,11 @@ class RoundTrip:
     exact: int
     total: int
     mean_ratio: float
-    """Mean of (learner tokens / source tokens) over the texts."""
+    """Mean of (learner tokens / source tokens) over the texts, uncut."""
     failures: list[tuple[int, str]] = field(default_factory=list)
-    """(row, reason) of each text that does not come back exactly."""
+    """(row, reason) of each text that does not come back exactly (the tokenizers, not the length limit)."""
+    cut: int = 0
+    """Texts longer than max_response_tokens in the learner's tokens: the run's exchange keeps their first tokens."""
 
     @property
     def rate(self) -> float:
@@ -75,26 +77,27 @@ def round_trip(
     source: str, learner: str, src_tok, dst_tok, texts: Sequence[str], max_response_tokens: int
 ) -> RoundTrip:
     """Each text as the source would generate it (its tokens), decoded as the source shares it (skip special tokens),
-    re-tokenised for the learner (trainer.step.retokenize, cut at max_response_tokens) and decoded by the learner:
-    exact when the learner's text is the original."""
+    re-tokenised for the learner (trainer.step.retokenize, uncut) and decoded by the learner: exact when the learner's
+    text is the original. Cut counts the texts the exchange would cut at max_response_tokens learner tokens."""
     src_ids = src_tok(list(texts), add_special_tokens=False)["input_ids"]
     shared = src_tok.batch_decode(src_ids, skip_special_tokens=True)
-    dst_ids = retokenize(shared, dst_tok, max_response_tokens)
+    dst_ids = retokenize(shared, dst_tok, UNCUT)
     back = dst_tok.batch_decode(dst_ids, skip_special_tokens=True)
-    failures = []
-    for row, (text, sent, got) in enumerate(zip(texts, shared, back)):
-        if got != text:
-            failures.append((row, _reason(text, sent, got, source, learner, max_response_tokens, len(dst_ids[row]))))
+    failures = [
+        (row, _reason(text, sent, got, source, learner))
+        for row, (text, sent, got) in enumerate(zip(texts, shared, back))
+        if got != text
+    ]
     ratios = [len(d) / max(len(s), 1) for s, d in zip(src_ids, dst_ids)]
-    return RoundTrip(source, learner, len(texts) - len(failures), len(texts), float(np.mean(ratios)), failures)
+    cut = sum(len(d) > max_response_tokens for d in dst_ids)
+    return RoundTrip(source, learner, len(texts) - len(failures), len(texts), float(np.mean(ratios)), failures, cut)
 
 
-def _reason(text: str, sent: str, got: str, source: str, learner: str, limit: int, tokens: int) -> str:
-    if sent != text:
-        where, seen = f"{source}'s own decoding", sent
-    elif tokens >= limit:
-        return f"cut at {limit} tokens (rollout.max_new_tokens) in {learner}'s tokens"
-    else:
-        where, seen = f"{learner}'s decoding", got
+UNCUT = 1 << 30
+"""A length limit no text reaches: the round trip compares whole texts; cuts are counted apart."""
+
+
+def _reason(text: str, sent: str, got: str, source: str, learner: str) -> str:
+    where, seen = (f"{source}'s own decoding", sent) if sent != text else (f"{learner}'s decoding", got)
     at = next((i for i, (a, b) in enumerate(zip(text, seen)) if a != b), min(len(text), len(seen)))
     return f"{where} changes it at character {at}: {text[at : at + 20]!r} → {seen[at : at + 20]!r}"

@@ -35,7 +35,8 @@ def test_qwen3_and_llama3_round_trip_every_math500_gold_solution(checkpoint_toke
 
 def test_round_trip_of_what_responses_hold_and_the_rows_that_change(checkpoint_tokenizer):
     """Unicode, <think> tags, odd whitespace survive both ways. A text that spells the other family's special token
-    is re-tokenised as that token (as verl's C1 exchange does) and decoded away: listed with its reason, as is a cut."""
+    is re-tokenised as that token (as verl's C1 exchange does) and decoded away: listed with its reason. A text longer
+    than the response limit in the learner's tokens is counted as cut, apart from exactness."""
     qwen, llama = checkpoint_tokenizer(QWEN_BASE)[1], checkpoint_tokenizer(LLAMA)[1]
     texts = [
         "<think>\nLet me see…\n</think>\n\nSo $\\boxed{2}$",
@@ -47,11 +48,11 @@ def test_round_trip_of_what_responses_hold_and_the_rows_that_change(checkpoint_t
         "a long answer " * 20,
     ]
     trip = round_trip("llama", "qwen", llama, qwen, texts, 32)
-    assert trip.exact == 5 and [row for row, _ in trip.failures] == [5, 6], trip.failures
+    assert trip.exact == 6 and [row for row, _ in trip.failures] == [5], trip.failures
     assert "qwen's decoding changes it" in trip.failures[0][1] and "'<|im_end|> b' → ' b'" in trip.failures[0][1]
-    assert "cut at 32 tokens" in trip.failures[1][1]
+    assert trip.cut == 1  # "a long answer " × 20: 60 Qwen tokens > 32
     back = round_trip("qwen", "llama", qwen, llama, texts[:5], 32)
-    assert back.exact == 5, back.failures
+    assert back.exact == 5 and back.cut == 0, back.failures
 
 
 def test_the_chat_template_path_batches_what_one_prompt_renders(checkpoint_tokenizer):
