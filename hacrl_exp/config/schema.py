@@ -376,8 +376,8 @@ class RehearsalConfig:
     eval_limit: int = field(default=1, metadata=rng(1, 10_000_000))
     """Problems of the held-out set during training (trainer.eval_limit) and of each benchmark in `evaluate`."""
     threads: int = field(default=1, metadata=rng(1, 4096))
-    """torch threads of the rehearsal's training and `evaluate` (trainer.threads): the stand-ins are too small to
-    share out, and on a busy machine two threads mostly wait for each other (12× slower measured, README)."""
+    """torch threads of the rehearsal's training and `evaluate` (trainer.threads): the stand-ins are 16 wide, so only
+    the vocabulary-sized logits could be shared out, and on a shared machine extra threads mostly wait."""
     eval_max_new_tokens: Optional[int] = field(default=32, metadata=rng(1, 1 << 20))
     """`evaluate`'s response budget (null: each benchmark's own, 8192 for the math benchmarks). Training rollouts
     and the held-out evaluation during training keep rollout.max_new_tokens."""
