@@ -3,10 +3,13 @@ NCCL ranks), a GSPO step with CPU offload off and on, its peak memory next to th
 
 W = 1 still runs FSDP2's machinery (per-layer all-gather and reduce-scatter units, MixedPrecisionPolicy with bf16
 parameters and float32 reduction on GPU, CPUOffloadPolicy), so the measured peak checks the planner's `peaks`
-for the placements it proposes with offload. On CPU (--smoke) the group is gloo and no peak is measured.
+(sharded=True) for the placements it proposes with offload. On CPU (--smoke) the group is gloo and no peak is
+measured.
 """
 
 from __future__ import annotations
+
+import gc
 
 import torch
 
@@ -17,16 +20,22 @@ from hacrl_exp.agents.sharding import init_rank_group, shard_agent, store_socket
 from hacrl_exp.config.schema import AgentConfig, FsdpConfig, LoraConfig, ModelConfig
 
 
-def planned_peak(agent, cfg: AgentConfig, sizes: Sizes, offload: bool, gpu_bytes: int) -> float:
-    """The planner's update peak per GPU (GiB) for this agent, workload and W = 1 placement."""
+def workload_of(sizes: Sizes) -> Workload:
+    """The planner's Workload of benchmarks.gpu_workload's step (one agent's rows, 2 updates per step)."""
     rows = sizes.prompts * sizes.group
-    work = Workload(sizes.micro_batch, sizes.prompt_len + sizes.response_len, rows, rows, False, False, 0.0, True)
-    mem = estimate_agent(agent.name, cfg, shape_from_hf_config(agent.model.config), work)
-    return mem.peaks(1, offload, gpu_bytes)[0] / GIB
+    return Workload(min(sizes.micro_batch, rows // 2), sizes.prompt_len + sizes.response_len, rows, rows, False,
+                    False, 0.0, True, response_len=sizes.response_len)  # fmt: skip
 
 
-def measure_fsdp(sizes: Sizes, device: torch.device, tokenizer, model_cfg: ModelConfig) -> dict[str, dict]:
-    """{'fsdp_offload_off': ..., 'fsdp_offload_on': ...}: measure_training's numbers plus 'planned_gib'."""
+def planned_peak(agent, cfg: AgentConfig, sizes: Sizes, offload: bool, gpu_bytes: int) -> float:
+    """The planner's update peak (GiB) of this agent as FSDP2 at W = 1."""
+    mem = estimate_agent(agent.name, cfg, shape_from_hf_config(agent.model.config), workload_of(sizes))
+    return mem.peaks(1, offload, gpu_bytes, sharded=True)[0] / GIB
+
+
+def measure_fsdp(sizes: Sizes, device: torch.device, tokenizer, model_cfg: ModelConfig, emit=None) -> dict[str, dict]:
+    """{'fsdp_offload_off': ..., 'fsdp_offload_on': ...}: measure_training's numbers plus 'planned_gib' and
+    'planned_over_measured'; `emit(name, result)` is called as each is measured."""
     listening = store_socket()
     init_rank_group(0, 1, listening.getsockname()[1], device, listening)
     gpu_bytes = torch.cuda.get_device_properties(device).total_memory if device.type == "cuda" else 80 * GIB
@@ -38,8 +47,13 @@ def measure_fsdp(sizes: Sizes, device: torch.device, tokenizer, model_cfg: Model
             shard_agent(agents[0], cfg, offload)
             result = measure_training(agents, "gspo", sizes, device)
             result["planned_gib"] = planned_peak(agents[0], cfg, sizes, offload, gpu_bytes)
-            out[f"fsdp_offload_{'on' if offload else 'off'}"] = result
+            result["planned_over_measured"] = result["planned_gib"] / result["peak_gib"]
+            name = f"fsdp_offload_{'on' if offload else 'off'}"
+            out[name] = result
+            if emit is not None:
+                emit(name, result)
             del agents
+            gc.collect()  # FSDP modules hold reference cycles: free this agent before the next one is measured
             if device.type == "cuda":
                 torch.cuda.empty_cache()
     finally:

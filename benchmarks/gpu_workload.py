@@ -12,7 +12,7 @@ from tokenizers import Tokenizer, models, pre_tokenizers
 
 from hacrl_exp.agents.agent import Agent, build_agent
 from hacrl_exp.agents.devices import memory_metrics
-from hacrl_exp.agents.logprobs import batched_response_logprobs
+from hacrl_exp.agents.logprobs import batched_response_logprobs, logprob_path
 from hacrl_exp.agents.lora import is_lora
 from hacrl_exp.config.schema import (
     AgentConfig,
@@ -85,8 +85,13 @@ def qwen3(sizes: Sizes, device: torch.device, seed: int) -> transformers.PreTrai
         return transformers.AutoModelForCausalLM.from_config(config, dtype=torch.float32)
 
 
-def make_agents(sizes, device, tokenizer, model_cfg: ModelConfig, lora: LoraConfig, n: int = 2) -> list[Agent]:
+def make_agents(
+    sizes, device, tokenizer, model_cfg: ModelConfig, lora: LoraConfig, n: int = 2, cache: str = "dynamic"
+) -> list[Agent]:
+    """n agents of the workload's shape, each its own random init; cache: the HF engine's KV cache (rollout.hf)."""
     cfg = AgentConfig(model=model_cfg, lora=lora, lr=1e-6, weight_decay=0.0)
+    rollout = RolloutConfig(max_new_tokens=sizes.response_len, max_batch_size=sizes.prompts * sizes.group,
+                            hf_cache=cache)  # fmt: skip
     return [
         build_agent(
             f"agent{i}",
@@ -97,6 +102,7 @@ def make_agents(sizes, device, tokenizer, model_cfg: ModelConfig, lora: LoraConf
             kl_coef=0.0,
             max_prompt_tokens=sizes.prompt_len,
             max_batch_size=sizes.prompts * sizes.group,
+            rollout=rollout,
         )
         for i in range(n)
     ]
@@ -145,30 +151,53 @@ def synthetic_pool(agents, sizes: Sizes, step: int) -> dict[int, SourceRollouts]
     return pool
 
 
-def train_step(agents, algorithm_name: str, sizes: Sizes, step: int) -> tuple[float, float]:
-    """One step without generation: score own, build each learner's batch, update. Returns (seconds, FLOPs)."""
-    algo_cfg = AlgorithmConfig(name=algorithm_name)
+def step_config(agent_names: list[str], algorithm_name: str, sizes: Sizes) -> Config:
+    """The learners' config of the workload: P prompts × G, micro-batch, 2 updates per step, all_to_all α 1."""
     trainer = TrainerConfig(prompts_per_step=sizes.prompts, group_size=sizes.group, micro_batch_size=sizes.micro_batch)
-    names, device = [a.name for a in agents], next(agents[0].model.parameters()).device
-    members = AgentsConfig(members={name: AgentConfig() for name in names})  # all_to_all, α 1
+    members = AgentsConfig(members={name: AgentConfig() for name in agent_names})
     rollout = RolloutConfig(max_new_tokens=sizes.response_len)
-    params = learner_params(Config(agents=members, algorithm=algo_cfg, trainer=trainer, rollout=rollout))
+    return Config(agents=members, algorithm=AlgorithmConfig(name=algorithm_name), trainer=trainer, rollout=rollout)
+
+
+def forward_flops(agent: Agent, rows: list[tuple[int, int]]) -> float:
+    """Model FLOPs of one forward over rows of (prompt, response) tokens, as run: 2·N_body per token for the decoder
+    (N_body = parameters less the embedding table), and 2·V·h per token the output head projects (the response
+    tokens only on the chunked log-prob path, every position on the full one). Attention scores are not counted."""
+    model = agent.model.get_base_model() if hasattr(agent.model, "get_base_model") else agent.model
+    config = model.config
+    head = config.vocab_size * config.hidden_size
+    body = param_count(agent) - head * (1 if getattr(config, "tie_word_embeddings", True) else 2)
+    width = max(p + r for p, r in rows)
+    chunked = logprob_path(agent.model, len(rows), width) == "chunked"
+    tokens = sum(p + r for p, r in rows)
+    projected = sum(r for _, r in rows) if chunked else tokens
+    return 2.0 * body * tokens + 2.0 * head * projected
+
+
+def train_step(agents, algorithm_name: str, sizes: Sizes, step: int) -> tuple[float, float]:
+    """One step without generation: score own, build each learner's batch, update. Returns (seconds, FLOPs).
+
+    FLOPs: `forward_flops` of the scoring forward, and of each trained row 3× (forward, backward: 2×; 2× in all
+    under LoRA, whose frozen weights get no gradient); recomputation by gradient checkpointing is not counted."""
+    names, device = [a.name for a in agents], next(agents[0].model.parameters()).device
+    params = learner_params(step_config(names, algorithm_name, sizes))
     n = len(agents)
     sync(device)
     start = time.perf_counter()
     pool = synthetic_pool(agents, sizes, step)
     flops = sum(
-        2 * param_count(a) * sum(len(p) + len(r) for p, r in zip(v.prompt_ids, v.response_ids))
+        forward_flops(a, [(len(p), len(r)) for p, r in zip(v.prompt_ids, v.response_ids)])
         for a, v in zip(agents, pool.values())
     )
     for k, agent in enumerate(agents):
         sources = {j: pool[j].shared() for j in params[k].sources}
         batch = learner_step.build_batch(pool[k], sources, torch.ones(n), agent.tokenizer, params[k])
         learner_step.update(agent, batch, params[k], names)
-        backward = 1 if is_lora(agent.model) else 2  # frozen weights: no weight gradients
+        passes = 2 if is_lora(agent.model) else 3  # forward + backward
         run = (batch.advantages != 0).tolist()
-        tokens = sum(len(p) + len(r) for p, r, keep in zip(batch.prompt_ids, batch.response_ids, run) if keep)
-        flops += (2 + 2 * backward) * param_count(agent) * tokens
+        rows = [(len(p), len(r)) for p, r, keep in zip(batch.prompt_ids, batch.response_ids, run) if keep]
+        for start_row in range(0, len(rows), sizes.micro_batch):
+            flops += passes * forward_flops(agent, rows[start_row : start_row + sizes.micro_batch])
     sync(device)
     return time.perf_counter() - start, float(flops)
 
@@ -180,16 +209,19 @@ def param_count(agent: Agent) -> int:
 
 
 def measure_training(agents, algorithm: str, sizes: Sizes, device: torch.device) -> dict:
+    """Seconds, FLOPs, TFLOP/s and MFU of a step (mean of sizes.steps after one warm-up), the device's peak
+    allocated and reserved bytes over the timed steps, and each agent's resident memory."""
     train_step(agents, algorithm, sizes, step=0)  # warm-up: kernels, allocator, AdamW state
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     times, flops = zip(*(train_step(agents, algorithm, sizes, step=s + 1) for s in range(sizes.steps)))
     seconds, step_flops = sum(times) / len(times), sum(flops) / len(flops)
-    peak = torch.cuda.max_memory_allocated(device) / GIB if device.type == "cuda" else float("nan")
+    cuda = device.type == "cuda"
+    peak = torch.cuda.max_memory_allocated(device) / GIB if cuda else float("nan")
+    reserved = torch.cuda.max_memory_reserved(device) / GIB if cuda else float("nan")
     memory = memory_metrics(agents, reset_peak=False)
-    resident = max(
-        sum(m[k] for k in ("memory/params_mib", "memory/grads_mib", "memory/optimizer_mib")) for m in memory.values()
-    )
+    parts = ("memory/params_mib", "memory/grads_mib", "memory/optimizer_mib", "memory/master_mib")
+    resident = max(sum(m.get(k, 0.0) for k in parts) for m in memory.values())
     achieved = step_flops / seconds
     mfu = achieved / PEAK_FLOPS[device.type] if device.type in PEAK_FLOPS else float("nan")
     return {
@@ -198,6 +230,24 @@ def measure_training(agents, algorithm: str, sizes: Sizes, device: torch.device)
         "tflops_per_s": achieved / 1e12,
         "mfu": mfu,
         "peak_gib": peak,
+        "reserved_gib": reserved,
         "resident_gib_per_agent": resident / 1024,
         "memory": memory,
     }
+
+
+def profile_step(agents, algorithm: str, sizes: Sizes, device: torch.device, top: int = 12) -> list[dict]:
+    """Where one more step's time goes: torch.profiler's operators (CPU) or kernels (CUDA) by self time, the top
+    `top` with their share of the profiled total."""
+    from torch.profiler import ProfilerActivity, profile
+
+    cuda = device.type == "cuda"
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        train_step(agents, algorithm, sizes, step=99)
+    events = prof.key_averages()
+    attr = "self_device_time_total" if cuda else "self_cpu_time_total"
+    total = sum(getattr(e, attr) for e in events) or 1.0
+    ranked = sorted(events, key=lambda e: getattr(e, attr), reverse=True)[:top]
+    return [{"name": e.key[:90], "ms": getattr(e, attr) / 1e3, "share": getattr(e, attr) / total, "calls": e.count}
+            for e in ranked]  # fmt: skip

@@ -330,6 +330,7 @@ def main() -> None:
         default=os.environ.get("HACRL_DATA_DIR") or "../shared/data",
         help="benchmark JSONL folder: each row's full question is looked up by (benchmark, problem_id)",
     )
+    parser.add_argument("--limit", type=int, default=None, help="the first N pairs only (benchmarks.smoke)")
     args = parser.parse_args()
     if args.outside:
         run_outside(args.out or "benchmarks/results/grader_accuracy_outside.json")
@@ -339,7 +340,7 @@ def main() -> None:
     with exit_on_bad_input(ConfigError):
         if args.show_errors is not None and args.show_errors not in args.graders:
             raise ConfigError(f"--show-errors={args.show_errors!r} is not among the graders run: {args.graders}")
-        rows = load_set(Path(args.set))
+        rows = load_set(Path(args.set))[: args.limit]
         attach_questions(rows, args.data_dir)
 
     results, contenders = {}, {}

@@ -90,17 +90,22 @@ def main() -> None:
     parser.add_argument("--data-dir", default=os.environ.get("HACRL_DATA_DIR") or "../shared/data")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default="benchmarks/results/grading.json")
+    parser.add_argument("--limit", type=int, default=None, help="the first N problems only (benchmarks.smoke)")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="grader pool sizes to measure")
+    parser.add_argument("--workloads", nargs="+", default=None, help="a subset of the workloads (default all)")
     args = parser.parse_args()
     math500 = load_problems(load_benchmark("math500"), args.data_dir)
     ids = {p.id for p in math500}
-    others = [p for p in load_problems(load_benchmark("math"), args.data_dir) if p.id not in ids][:300]
+    math500 = math500[: args.limit]
+    others = [p for p in load_problems(load_benchmark("math"), args.data_dir) if p.id not in ids][: args.limit or 300]
     warm = ([canonical(boxed(p.solution)) for p in others], [p.answer for p in others])
     boxes, golds = [boxed(p.solution) for p in math500], [p.answer for p in math500]
     shuffled = golds[1:] + golds[:1]
     workloads = {"gold/grader": (True, golds), "gold/math-verify": (False, golds), "shuffled": (False, shuffled)}
+    workloads = {k: v for k, v in workloads.items() if args.workloads is None or k in args.workloads}
     rows, results = [], {}
     for name, (harness, targets) in workloads.items():
-        for workers in (1, 2):
+        for workers in args.workers:
             runs = [measure(workers, harness, boxes, targets, warm) for _ in range(args.repeats)]
             best = max(runs, key=lambda r: r["per_s"])
             median = statistics.median(r["per_s"] for r in runs)

@@ -2,7 +2,8 @@
 
 Runs go through the real trainer (`hacrl_exp.trainer.loop.train`, executor=local). `PhaseRecorder` wraps the
 three functions each agent worker calls (collect_rollouts, step.build_batch, step.update) for the
-duration of a run, so every step is split per agent and per phase without touching the package; the
+duration of a run (each wrapper takes any arguments, reads the ones it needs by name and passes the call on), so
+every step is split per agent and per phase without touching the package; the
 step totals come from the run's own metrics.jsonl (`time/*_s`). It also reads the process CPU time at the
 start and end of every step (the end is the loop's `time/step_s` log call): on a machine shared with other
 jobs, CPU seconds move much less than wall seconds, so ratios of both are reported.
@@ -10,6 +11,7 @@ jobs, CPU seconds move much less than wall seconds, so ratios of both are report
 
 from __future__ import annotations
 
+import inspect
 import os
 import platform
 import statistics
@@ -31,7 +33,8 @@ from hacrl_exp.trainer.validate import validate
 BENCH_CONF = Path(__file__).resolve().parent / "conf"
 """Benchmark-only presets (agents=four_way), found through Hydra's search path."""
 
-RESULTS = Path(__file__).resolve().parent / "results"
+RESULTS = Path(os.environ.get("HACRL_BENCH_RESULTS") or Path(__file__).resolve().parent / "results")
+"""Where benchmarks write JSON and tables; $HACRL_BENCH_RESULTS moves it (benchmarks.smoke: a temporary folder)."""
 
 BASE_OVERRIDES = [
     "tracking.backend=none",
@@ -88,6 +91,12 @@ def machine() -> dict:
     }
 
 
+def call_arguments(fn, args: tuple, kwargs: dict) -> dict:
+    """{parameter name: value} of a call of `fn`: a wrapper reads the arguments it needs by name and passes the call
+    on as it came, so it keeps working when `fn` gains or reorders parameters."""
+    return inspect.signature(fn).bind(*args, **kwargs).arguments
+
+
 class PhaseRecorder:
     """Per-step, per-agent seconds of each phase, plus rollouts/tokens generated and rows trained.
 
@@ -120,7 +129,9 @@ class PhaseRecorder:
         for name, original in self._originals.items():
             setattr(self._modules[name], name, original)
 
-    def _collect(self, agent, index, problems, group, sampling, task, batch_size, times):
+    def _collect(self, *args, **kwargs):
+        named = call_arguments(self._originals["collect_rollouts"], args, kwargs)
+        agent, index, times = named["agent"], named["index"], named["times"]
         if index == 0:  # the loop collects agent 0 first: a new step begins
             if self.on_step_start is not None:
                 self.on_step_start(self._step + 1)
@@ -132,7 +143,7 @@ class PhaseRecorder:
             self._cpu_start = time.process_time()
         self._names[index] = agent.name
         before = dict(times)
-        out = self._originals["collect_rollouts"](agent, index, problems, group, sampling, task, batch_size, times)
+        out = self._originals["collect_rollouts"](*args, **kwargs)
         record = self.steps[-1][agent.name]
         for phase in SOURCE_PHASES:
             record[phase] = times[phase] - before[phase]
@@ -140,9 +151,10 @@ class PhaseRecorder:
         record["tokens"] = float(sum(len(r) for r in out.response_ids))
         return out
 
-    def _build(self, own, sources, rho, tokenizer, params):
+    def _build(self, *args, **kwargs):
+        params = call_arguments(self._originals["build_batch"], args, kwargs)["params"]
         started = time.perf_counter()
-        batch = self._originals["build_batch"](own, sources, rho, tokenizer, params)
+        batch = self._originals["build_batch"](*args, **kwargs)
         record = self.steps[-1][self._names[params.index]]
         record["build_batch"] = time.perf_counter() - started
         record["rows"] = float(len(batch))
@@ -162,9 +174,10 @@ class PhaseRecorder:
         tracker.log = timed_log
         return tracker
 
-    def _update(self, agent, batch, *args, **kwargs):
+    def _update(self, *args, **kwargs):
+        agent = call_arguments(self._originals["update"], args, kwargs)["agent"]
         started = time.perf_counter()
-        metrics = self._originals["update"](agent, batch, *args, **kwargs)
+        metrics = self._originals["update"](*args, **kwargs)
         record = self.steps[-1][agent.name]
         record["update"] = time.perf_counter() - started
         record["updates"] = metrics.get("train/updates", 0.0)

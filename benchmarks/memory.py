@@ -25,7 +25,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from benchmarks.common import finish, print_table
-from benchmarks.harness import RESULTS, machine, peak_rss_mb, rss_mb
+from benchmarks.harness import RESULTS, call_arguments, machine, peak_rss_mb, rss_mb
 
 GROWTH_TOLERANCE_MB = 10.0
 """'≈ 0': under 10 MiB over the run (~1% of the process) and no steady upward slope."""
@@ -59,10 +59,10 @@ class MemoryRecorder:
         patch(
             worker,
             "collect_rollouts",
-            lambda fn: self._phase(fn, "rollout", lambda a: names.setdefault(a[1], a[0].name)),
+            lambda fn: self._phase(fn, "rollout", lambda a: names.setdefault(a["index"], a["agent"].name)),
         )
-        patch(step, "build_batch", lambda fn: self._phase(fn, "update", lambda a: names[a[4].index]))
-        patch(step, "update", lambda fn: self._phase(fn, "update", lambda a: a[0].name))
+        patch(step, "build_batch", lambda fn: self._phase(fn, "update", lambda a: names[a["params"].index]))
+        patch(step, "update", lambda fn: self._phase(fn, "update", lambda a: a["agent"].name))
         self._before_build = rss_mb()
         return self
 
@@ -91,7 +91,7 @@ class MemoryRecorder:
             self.reset_peak()
             start = rss_mb()
             out = fn(*args, **kwargs)
-            name = agent_name(args)
+            name = agent_name(call_arguments(fn, args, kwargs))  # by name: robust to new parameters
             self.peaks[name][phase] = max(self.peaks[name][phase], peak_rss_mb() - start)
             return out
 
@@ -143,10 +143,15 @@ def child_growth(steps: int, overrides: list[str]) -> dict:
     return {"steps": steps, "samples": samples, "seconds": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb()}
 
 
-def run_child(args: list[str]) -> dict:
+def run_child(args: list[str], inline: bool = False) -> dict:
+    """One measurement in its own process (inline: in this one, for benchmarks.smoke; its peaks are then shared)."""
     with tempfile.NamedTemporaryFile(suffix=".json", delete=False) as handle:
         out = handle.name
-    subprocess.run([sys.executable, "-m", "benchmarks.memory", "--child-out", out, *args], check=True)
+    command = ["--child-out", out, *args]
+    if inline:
+        main(command)
+    else:
+        subprocess.run([sys.executable, "-m", "benchmarks.memory", *command], check=True)
     return json.loads(Path(out).read_text())
 
 
@@ -169,7 +174,7 @@ def growth_summary(samples: list[tuple[int, float]]) -> dict:
     }
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--presets", nargs="+", default=["pair", "three_way"])
     parser.add_argument("--steps", type=int, default=4)
@@ -177,7 +182,8 @@ def main() -> None:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--child-out", help=argparse.SUPPRESS)
     parser.add_argument("--out", default=str(RESULTS / "memory.json"))
-    args, overrides = parser.parse_known_args()
+    parser.add_argument("--inline", action="store_true", help="measure in this process (benchmarks.smoke)")
+    args, overrides = parser.parse_known_args(argv)
     if args.child:
         import torch
 
@@ -196,9 +202,10 @@ def main() -> None:
     print(f"machine: {info}")
     per_preset = {}
     for preset in args.presets:
-        per_preset[preset] = run_child(["--child", f"agents:{preset}", "--steps", str(args.steps), *overrides])
+        child = ["--child", f"agents:{preset}", "--steps", str(args.steps), *overrides]
+        per_preset[preset] = run_child(child, args.inline)
         print(f"  [{preset}] peak RSS {per_preset[preset]['peak_rss_mb']:.0f} MiB")
-    growth = run_child(["--child", "growth", "--growth-steps", str(args.growth_steps), *overrides])
+    growth = run_child(["--child", "growth", "--growth-steps", str(args.growth_steps), *overrides], args.inline)
     summary = growth_summary(growth["samples"])
 
     rows = []

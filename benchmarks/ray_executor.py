@@ -61,11 +61,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=6)
     parser.add_argument("--out", default="benchmarks/results/ray_executor.json")
+    parser.add_argument("--smoke", action="store_true", help="the local 1-thread mode only (no Ray start; seconds)")
     args, overrides = parser.parse_known_args()
+    modes = {k: v for k, v in MODES.items() if k == "local, 1 thread"} if args.smoke else MODES
     work = Path(tempfile.mkdtemp(prefix="hacrl_ray_"))
     base = [f"trainer.steps={args.steps}", "tracking.backend=none", "trainer.eval_limit=8", "trainer.progress=false"]
     results, traffic = {}, CallBytes()
-    for label, mode in MODES.items():
+    for label, mode in modes.items():
         run_dir = work / label.split(",")[0].replace(" ", "_") / mode[-1].split("=")[1]
         config = preflight([*base, *mode, *overrides])
         started = time.perf_counter()

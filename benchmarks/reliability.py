@@ -1,7 +1,7 @@
 """The numbers behind docs/reliability.md: a long run's memory and disk, hostile outputs graded, and a run killed
 five times then resumed, compared with the uninterrupted run.
 
-    python -m benchmarks.reliability [--steps 500] [--skip long_run hostile crash]
+    python -m benchmarks.reliability [--steps 500] [--skip long_run hostile crash] [overrides of the long run...]
 
   long_run  the tiny pair of tests/e2e trains --steps HACPO steps with MLflow, a checkpoint every 50 steps and
             keep_checkpoints=2: RSS at the start of every step (growth = median of the last 50 steps − median of
@@ -30,17 +30,18 @@ from benchmarks.harness import RESULTS, machine
 MIB = 2**20
 
 
-def long_run(steps: int, work: Path) -> dict:
+def long_run(steps: int, work: Path, overrides: list[str] = ()) -> dict:
     import pytest
 
     from tests.reliability.test_resources import long_run as run
 
     store = work / "mlflow.db"
+    work.mkdir(parents=True, exist_ok=True)  # the MLflow store's folder must exist (the run checks it)
     started = time.perf_counter()
     with pytest.MonkeyPatch.context() as mp:
-        rss, checkpoints = run(mp, work / "run", steps, 50, 2, f"tracking.uri=sqlite:///{store}")
+        rss, checkpoints = run(mp, work / "run", steps, 50, 2, f"tracking.uri=sqlite:///{store}", *overrides)
     series = [rss[s] for s in sorted(rss)]
-    early, late = statistics.median(series[50:100]), statistics.median(series[-50:])
+    early, late = statistics.median(series[50:100] or series), statistics.median(series[-50:])  # short runs: all
     return {
         "steps": steps,
         "seconds": time.perf_counter() - started,
@@ -138,13 +139,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=500)
     parser.add_argument("--skip", nargs="*", default=[], choices=["long_run", "hostile", "crash"])
     parser.add_argument("--out", default=str(RESULTS / "reliability.json"))
-    args = parser.parse_args()
+    args, overrides = parser.parse_known_args()  # trailing key=value: Hydra overrides of the long run
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     work = Path(tempfile.mkdtemp(prefix="hacrl_reliability_"))
     result: dict = {"machine": machine()}
     print(f"machine: {result['machine']}")
     if "long_run" not in args.skip:
-        r = result["long_run"] = long_run(args.steps, work / "long_run")
+        r = result["long_run"] = long_run(args.steps, work / "long_run", overrides)
         print_table(
             ["steps", "s", "RSS step 1", "median 51–100", "median last 50", "growth MiB", "max MiB"],
             [

@@ -100,7 +100,7 @@ def load_verl(path: str):
     return module
 
 
-def gold_solutions(names: list[str], data_dir: Path, grader) -> dict[str, dict]:
+def gold_solutions(names: list[str], data_dir: Path, grader, limit: int | None = None) -> dict[str, dict]:
     """Per MATH file: ids, both rewards of each gold solution against its own answer (MathTask.grade)."""
     from hacrl_exp.tasks.math import MathTask
 
@@ -110,7 +110,7 @@ def gold_solutions(names: list[str], data_dir: Path, grader) -> dict[str, dict]:
         rewards, problems = {}, []
         for reward in ("math_verify", "verl"):
             task = MathTask(eval_path=path, grader=grader, reward=reward)
-            problems = [p for p in task.eval_problems() if p.solution]
+            problems = [p for p in task.eval_problems() if p.solution][:limit]
             rewards[reward] = [g.reward for g in task.grade([p.solution for p in problems], problems)]
         out[name] = {
             "ids": [p.id for p in problems],
@@ -121,7 +121,7 @@ def gold_solutions(names: list[str], data_dir: Path, grader) -> dict[str, dict]:
     return out
 
 
-def labelled_pairs(data_dir: Path, grader) -> dict[str, dict]:
+def labelled_pairs(data_dir: Path, grader, limit: int | None = None) -> dict[str, dict]:
     """Per labelled set: ids, labels and both rewards of each (response, gold) pair."""
     from hacrl_exp.evaluation.data import load_problems
     from hacrl_exp.evaluation.runner import grade_responses
@@ -131,7 +131,7 @@ def labelled_pairs(data_dir: Path, grader) -> dict[str, dict]:
     problems = {(b, p.id): p for b in BENCHMARKS for p in load_problems(specs[b], data_dir)}
     out = {}
     for name in LABELLED:
-        rows = [json.loads(line) for line in (SETS / f"{name}.jsonl").read_text().splitlines() if line.strip()]
+        rows = [json.loads(line) for line in (SETS / f"{name}.jsonl").read_text().splitlines() if line.strip()][:limit]
         math_verify = {}
         for b in BENCHMARKS:
             mine = [r for r in rows if r["benchmark"] == b]
@@ -190,6 +190,7 @@ def main() -> None:
     parser.add_argument("--verl-file", default=None, help="verl's own math_reward.py: check the port against it")
     parser.add_argument("--write-reference", action="store_true", help=f"with --verl-file: write {REFERENCE.name}")
     parser.add_argument("--out", default="benchmarks/results/reward_agreement.json")
+    parser.add_argument("--limit", type=int, default=None, help="the first N rows of each set (benchmarks.smoke)")
     args = parser.parse_args()
     started = time.perf_counter()
     data_dir = Path(args.data_dir)
@@ -203,8 +204,8 @@ def main() -> None:
     from hacrl_exp.rewards import Grader
 
     with Grader(timeout_s=5.0, workers=2) as grader:
-        gold = gold_solutions(args.gold, data_dir, grader)
-        labelled = labelled_pairs(data_dir, grader)
+        gold = gold_solutions(args.gold, data_dir, grader, args.limit)
+        labelled = labelled_pairs(data_dir, grader, args.limit)
 
     rows = []
     for name, d in gold.items():

@@ -26,12 +26,13 @@ import time
 
 from benchmarks.harness import RESULTS
 
-SUITE = ("trl_gspo", "collab_cost", "scaling", "memory")
+SUITE = ("trl_gspo", "collab_cost", "scaling", "memory", "memory_peaks")
 QUICK = {  # a smoke run of the whole pipeline in ~3 minutes (not for the docs)
     "trl_gspo": ["--steps", "3", "--repeats", "1", "--no-profile"],
     "collab_cost": ["--steps", "2", "--repeats", "1", "--grid", "pair:4", "three_way:4"],
     "scaling": ["--steps", "2", "--repeats", "1"],
     "memory": ["--steps", "2", "--growth-steps", "60", "--presets", "pair"],
+    "memory_peaks": ["--smoke"],
 }
 BUDGET_S = 15 * 60
 
@@ -92,6 +93,7 @@ def main() -> None:
     parser.add_argument("--fresh-cache", action="store_true", help="warm-start into an empty temporary cache")
     parser.add_argument("--only", nargs="+", choices=SUITE, default=list(SUITE))
     parser.add_argument("--quick", action="store_true", help="tiny sizes: checks the pipeline, numbers are noise")
+    parser.add_argument("--smoke", action="store_true", help="no warm starts, each part in its seconds-long smoke mode")
     args = parser.parse_args()
     started = time.perf_counter()
     env = dict(os.environ, HF_HUB_DISABLE_PROGRESS_BARS="1", TOKENIZERS_PARALLELISM="false")
@@ -100,7 +102,7 @@ def main() -> None:
         os.environ["HACRL_CACHE_DIR"] = env["HACRL_CACHE_DIR"]
     report = {"load_average_start": os.getloadavg(), "cores": os.cpu_count(), "fresh_cache": args.fresh_cache}
     print(f"# Performance suite\n\nload average {os.getloadavg()}, {os.cpu_count()} cores", flush=True)
-    report["prepare_s"] = prepare()
+    report["prepare_s"] = 0.0 if args.smoke else prepare()
     print(f"\nprepare (warm starts / cache): {report['prepare_s']:.0f} s", flush=True)
     report["benchmarks"] = {}
     for name in args.only:
@@ -108,7 +110,13 @@ def main() -> None:
             print("\n## trl_gspo\n\nskipped: trl is not installed (pip install -e '.[bench]')")
             report["benchmarks"][name] = {"skipped": "trl not installed"}
             continue
-        seconds, code = run(name, QUICK[name] if args.quick else [], env)
+        if args.smoke:
+            from benchmarks.smoke import entry_args
+
+            extra = entry_args(name, RESULTS)
+        else:
+            extra = QUICK[name] if args.quick else []
+        seconds, code = run(name, extra, env)
         report["benchmarks"][name] = {"seconds": seconds, "exit_code": code, "load_average_after": os.getloadavg()}
     total = time.perf_counter() - started
     report["total_s"] = total

@@ -70,21 +70,30 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", default=str(RESULTS / "scaling.json"))
+    parser.add_argument("--smoke", action="store_true", help="two points per sweep at G ≤ 4, ≤ 8 tokens (seconds)")
     args, overrides = parser.parse_known_args()
+    n_presets, groups, lengths, centre = N_PRESETS, GROUPS, LENGTHS, CENTRE
+    if args.smoke:  # benchmarks.smoke: the same code on the smallest sweeps
+        n_presets = {n: N_PRESETS[n] for n in (1, 2)}
+        groups, lengths, centre = (2, 4), (4, 8), {**CENTRE, "G": 2, "L": 8}
     started = time.perf_counter()
     info = machine()
     print(f"machine: {info}")
     sweeps: dict[str, list[tuple[float, str]]] = {"N": [], "G": [], "length": []}
     configs: dict[str, list[str]] = {}
-    for n, (preset, algorithm) in N_PRESETS.items():
-        label, ov = point(preset, algorithm, CENTRE["G"], CENTRE["L"])
+    for n, (preset, algorithm) in n_presets.items():
+        label, ov = point(preset, algorithm, centre["G"], centre["L"])
         configs[label], _ = [*ov, *overrides], sweeps["N"].append((n, label))
-    for group in GROUPS:
-        label, ov = point(CENTRE["agents"], CENTRE["algorithm"], group, CENTRE["L"])
+    for group in groups:
+        label, ov = point(centre["agents"], centre["algorithm"], group, centre["L"])
         configs[label], _ = [*ov, *overrides], sweeps["G"].append((group, label))
-    for length in LENGTHS:
-        label, ov = point(CENTRE["agents"], CENTRE["algorithm"], CENTRE["G"], length)
+    for length in lengths:
+        label, ov = point(centre["agents"], centre["algorithm"], centre["G"], length)
         configs[label], _ = [*ov, *overrides], sweeps["length"].append((length, label))
+    if args.smoke:  # tiny agents without warm start, per point's preset
+        from benchmarks.smoke import tiny
+
+        configs = {label: [*ov, *tiny(label.split()[0])[1:]] for label, ov in configs.items()}
     work = Path(tempfile.mkdtemp(prefix="hacrl_scaling_"))
     summary = {label: summarize(recs) for label, recs in measure(configs, args.steps, args.repeats, work).items()}
 

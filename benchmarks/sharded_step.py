@@ -131,6 +131,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=4)
     parser.add_argument("--out", default="benchmarks/results/sharded_step.json")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="one more config override")
+    parser.add_argument("--smoke", action="store_true", help="W = 1 with 1 thread only (no spawned ranks; seconds)")
     args = parser.parse_args()
     info = machine()
     row = ("rollout.sample_stream=row",)
@@ -141,6 +142,8 @@ def main() -> None:
         "W2": ("W=2 gloo, 1 thread/rank", 2, 1, ()),
         "W2_row": ("W=2 gloo, 1 thread/rank, row stream", 2, 1, row),
     }
+    if args.smoke:  # benchmarks.smoke; the sharded modes' machinery is tests/trainer/test_fsdp.py's
+        modes = {"W1_1thread": modes["W1_1thread"]}
     results = {
         key: unsharded(args.steps, threads, (*args.set, *extra))
         if world == 1
@@ -157,7 +160,7 @@ def main() -> None:
     headers = ["mode", "generate s", "rollout s", "learn s", "s/step", "generate × W=1/1t", "step × W=1/1t",
                "in collectives"]  # fmt: skip
     print_table(headers, rows, "sharded step")
-    for key in ("W2", "W2_row"):
+    for key in [k for k in ("W2", "W2_row") if k in results]:
         print(
             f"{key} collectives (s, one profiled step, rank 0):",
             {k: round(v, 3) for k, v in results[key]["collectives"].items()},

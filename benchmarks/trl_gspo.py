@@ -31,6 +31,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import finish, print_table
+from benchmarks.gpu_trl import GSPO_MODE
 from benchmarks.harness import RESULTS, bench_config, machine, median, run_training
 from benchmarks.trl_loss import equality_report
 
@@ -157,27 +158,11 @@ class TrlRun:
             learning_rate=1e-4,
             weight_decay=0.01,
             optim="adamw_torch",
-            lr_scheduler_type="constant",
-            max_grad_norm=1.0,
-            beta=0.0,
-            epsilon=3e-4,
-            epsilon_high=4e-4,
-            importance_sampling_level="sequence",
-            loss_type="grpo",
-            scale_rewards="group",
             max_steps=steps * SETTINGS["updates"],
-            logging_steps=10**9,
-            save_strategy="no",
-            report_to="none",
             use_cpu=True,
             bf16=False,
-            fp16=False,
-            gradient_checkpointing=False,
-            shuffle_dataset=False,
-            remove_unused_columns=False,
-            disable_tqdm=True,
-            log_completions=False,
             seed=seed,
+            **GSPO_MODE,
         )
         self.trainer = GRPOTrainer(
             model=copy.deepcopy(agent.model),
@@ -276,7 +261,10 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=4)
     parser.add_argument("--no-profile", action="store_true")
     parser.add_argument("--out", default=str(RESULTS / "trl_gspo.json"))
+    parser.add_argument("--smoke", action="store_true", help="4 prompts × G 2, ≤ 8 tokens (benchmarks.smoke)")
     args, overrides = parser.parse_known_args()
+    if args.smoke:
+        SETTINGS.update(prompts=4, group=2, max_new_tokens=8)
     started = time.perf_counter()
     torch.set_num_threads(1)
     import transformers

@@ -13,6 +13,11 @@ class ConfigError(ValueError):
     """A config key, value or path is wrong. The message names the key and how to fix it."""
 
 
+class OutputError(RuntimeError):
+    """An output could not be written (disk full, permission denied, a read-only file system, a path that is not a
+    regular file): the message names the path, the free bytes where that matters, and what to do."""
+
+
 class NumericsError(RuntimeError):
     """Training produced non-finite gradients for too many consecutive steps; the run stops cleanly."""
 

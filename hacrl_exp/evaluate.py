@@ -15,10 +15,11 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from hacrl_exp.config.cli import overrides_of
+from hacrl_exp.config.cli import check_config_files, overrides_of
 from hacrl_exp.config.evaluate_schema import compose_evaluate, validate_evaluate
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.evaluation.inputs import check_inputs
+from hacrl_exp.paths import take_follow_flag
 from hacrl_exp.tasks.math import DataError
 
 
@@ -41,9 +42,11 @@ INSPECT_FLAGS = {"--cfg", "-c", "--help", "-h", "--info", "-i", "--hydra-help"}
 
 
 def main() -> None:
-    argv = sys.argv[1:]
+    argv = take_follow_flag(sys.argv[1:])  # --follow-symlinks is ours, not Hydra's
+    sys.argv[1:] = argv
     with exit_on_bad_input(ConfigError, DataError):
-        config = validate_evaluate(compose_evaluate(overrides_of(argv)))
+        check_config_files(argv)
+        config = validate_evaluate(compose_evaluate(overrides_of(argv)))  # overrides_of: Hydra's own parser
         if not INSPECT_FLAGS.intersection(argv):
             check_inputs(config)
     hydra_main()

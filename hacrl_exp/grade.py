@@ -14,9 +14,11 @@ re-graded against its `answer` column, with questions from `--data-dir` when giv
 Output (`--out`): the same rows in the same order with `reward` (0 or 1), `extracted` and `reason` set under the
 grading policy `--forms` (`requested`, the default: an answer that ignores a form its question asks for is wrong;
 `value`: the value alone decides), with `grader_forms` naming it and `reward_forms_requested` / `reward_forms_value`
-the reward under each policy (JSONL, or parquet for a `.parquet` path). A summary (rows, accuracy under both
-policies, reasons; for parquet input, verdicts changed) goes to stdout. A bad row (invalid JSON, a missing field, an
-unknown benchmark or id) stops with one line naming file:line, exit code 2, and nothing written.
+the reward under each policy (JSONL, or parquet for a `.parquet` path). It is checked before grading (a folder that
+can be written; not a device, fifo or folder; not a symlink unless `--follow-symlinks`, which writes the link's
+target) and replaced atomically. A summary (rows, accuracy under both policies, reasons; for parquet input, verdicts
+changed) goes to stdout. A bad row (invalid JSON, a missing field, an unknown benchmark or id) or a bad --out stops
+with one line naming it, exit code 2, and nothing written.
 """
 
 from __future__ import annotations
@@ -25,13 +27,13 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 from collections import Counter
 from pathlib import Path
 
-from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.errors import ConfigError, OutputError, exit_on_bad_input
 from hacrl_exp.evaluation.data import load_problems
 from hacrl_exp.evaluation.spec import BenchmarkSpec, known_benchmarks, load_benchmark
+from hacrl_exp.paths import FOLLOW_SYMLINKS_FLAG, check_output, output_error, replace_atomic
 from hacrl_exp.rewards import COMPARES, EXTRACTORS, FORMS, Grader, normalize_gold
 from hacrl_exp.tasks.base import Problem
 from hacrl_exp.tasks.rows import DataError, jsonl_records
@@ -154,11 +156,10 @@ def grade_samples(path: Path, batch: Batch, grader: Grader):
 
 
 def write(out: Path, payload) -> None:
-    """Write atomically (a temp file renamed into place), so a failed run leaves no half-written output."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    """Write atomically (a temp file renamed into place), so a failed run leaves no half-written output; only a
+    regular file is ever replaced (`hacrl_exp.paths.replace_atomic`)."""
+
+    def write_to(tmp: Path) -> None:
         if out.suffix == ".parquet":
             import pandas as pd
 
@@ -167,10 +168,12 @@ def write(out: Path, payload) -> None:
             records = payload.to_dict("records") if hasattr(payload, "to_dict") else payload
             with open(tmp, "w", encoding="utf-8") as f:
                 f.writelines(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records)
-        os.replace(tmp, out)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+
+    out.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        replace_atomic(out, write_to)
+    except OSError as exc:
+        raise output_error(exc, out, "or give another --out") or exc from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -183,11 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--forms", default=FORMS[0], help=f"grading policy of the math rule: {list(FORMS)}")
     parser.add_argument("--workers", type=int, default=2, help="math-verify worker processes")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds per answer")
+    parser.add_argument(FOLLOW_SYMLINKS_FLAG, action="store_true", help="--out may be a symlink: write its target")
     args = parser.parse_args(argv)
-    with exit_on_bad_input(ConfigError, DataError):
-        inp, out = Path(args.inp), Path(args.out)
+    with exit_on_bad_input(ConfigError, DataError, OutputError):
+        inp = Path(args.inp)
         if not inp.is_file():
             raise ConfigError(f"--in={args.inp!r} does not exist. Give a JSONL of outputs or a samples.parquet.")
+        out = check_output(args.out, "--out", "file", follow=args.follow_symlinks)  # not a device, nor a symlink
         if out.resolve() == inp.resolve():
             raise ConfigError(f"--out={args.out!r} is the input file; write the graded rows to another path.")
         if args.extractor not in EXTRACTORS or args.compare not in COMPARES:

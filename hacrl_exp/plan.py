@@ -14,6 +14,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
+from hacrl_exp.agents.logprobs import chunk_rows
 from hacrl_exp.agents.memory_plan import GIB, AgentMemory, Plan, plan
 from hacrl_exp.algo import ALGORITHMS
 from hacrl_exp.config.schema import Config
@@ -51,16 +52,25 @@ def agent_table(mem: AgentMemory) -> Table:
     table.add_column("GiB", justify="right")
     table.add_column("how")
     ckpt = "configured" if mem.checkpointing else "not configured"
+    logits = (
+        f"chunks of ≤ {min(w.micro_batch * (w.response_len or w.seq_len), chunk_rows(s.vocab))} response tokens"
+        if mem.logprobs == "chunked"
+        else f"4 × {w.micro_batch} × {w.seq_len} × {s.vocab:,} vocab × 4 bytes"
+    )
+    grads = "float32, of the masters" if mem.mode == "master" else f"{mem.trainable:,} trainable"
     rows = [
-        ("weights", mem.weights, f"{mem.params:,} × {mem.param_dtype}"),
-        ("gradients", mem.grads, f"{mem.trainable:,} trainable" + (" (LoRA adapters, fp32)" if mem.lora else "")),
-        ("master copy", mem.master, f"fp32 copy of the trainable weights ({mem.master_dtype})"),
+        ("weights", mem.weights, f"{mem.params:,} × {'float32' if mem.mode == 'autocast' else mem.param_dtype}"),
+        ("gradients", mem.grads, grads + (" (LoRA adapters, fp32)" if mem.lora else "")),
+        ("master copy", mem.master, f"float32 masters of the trainable weights ({mem.mode} mixed precision)"),
         ("AdamW state", mem.optimizer, "two moments + a step scalar per tensor"),
         ("reference", mem.reference, "KL reference (algorithm.kl_coef > 0)"),
         ("activations", mem.activations, f"micro-batch {w.micro_batch} × {w.seq_len} tokens, no checkpointing"),
         ("activations (ckpt)", mem.activations_checkpointed, f"with gradient checkpointing ({ckpt})"),
-        ("logits", mem.logits, f"{w.micro_batch} × {w.seq_len} × {s.vocab:,} vocab × 4 bytes"),
-        ("gathered units", mem.gathered, "embeddings/head + 2 layers an FSDP rank gathers (W > 1 or offload)"),
+        (f"logits ({mem.logprobs})", mem.logits, logits),
+        ("scoring forward", mem.scoring, "no-gradient log-probs of a micro-batch: logits + one layer"),
+        ("optimizer step", mem.optimizer_temp, "AdamW's temporaries (none when fused, on CUDA)"),
+        ("bf16 generation copy", mem.generation_copy, "float32 weights under autocast generate from a bf16 copy"),
+        ("gathered units", mem.gathered + mem.unit_buffers[0], "2 layers + the embeddings' FSDP buffers (W > 1)"),
         ("vLLM weights", mem.vllm_weights, "when rollout=vllm (split over W by tensor parallelism)"),
     ]
     for part, size, how in rows:

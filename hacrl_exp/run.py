@@ -1,31 +1,40 @@
 """`python -m hacrl_exp.run [overrides]`: train N heterogeneous agents (Hydra app; -m for multirun).
 
-Before Hydra starts, the overrides are composed once and validated, so a typo in a key, group or value
-prints one line naming it and exits with code 2, before any model loads. For a single run the checks that need no
-model come first too (run folder or resume target, tracking store, devices, memory): an error leaves no file
-behind. `--cfg`, `--help` and `--info` only print. Ctrl-C / SIGTERM stop after a checkpoint (exit 130 / 143).
+Before Hydra starts, the command line is read with Hydra's own parser (an argument out of place is one line), the
+config files it brings in are bounded (size, YAML aliases), and the overrides are composed once and validated, so a
+typo in a key, group or value prints one line naming it and exits with code 2, before any model loads. For a single
+run the checks that need no model come first too (run folder or resume target, output paths, free space, tracking
+store, data rows, tokenizers, devices, memory): an error leaves no file behind. `--cfg`, `--help` and `--info` only
+print. `--follow-symlinks` lets output paths be symlinks. Signals (trainer/signals.py): during start-up Ctrl-C /
+SIGTERM exit at once (130 / 143); while training the first stops after a checkpoint, a second at once.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
+from hacrl_exp.trainer.signals import exit_on_signals
 
-import hydra
-from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+if __name__ == "__main__":  # first: covers the imports below (a test that imports this module keeps its handlers)
+    exit_on_signals("interrupted before training started; nothing was trained")
 
-from hacrl_exp.config.cli import config_dirs_of, overrides_of
-from hacrl_exp.config.preflight import CONFIG_DIR
-from hacrl_exp.errors import ConfigError, NumericsError, RunInterrupted, exit_on_bad_input
-from hacrl_exp.tracking import create_stores
-from hacrl_exp.trainer.validate import preflight, validate
+import sys  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import hydra  # noqa: E402
+from hydra.core.hydra_config import HydraConfig  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from hacrl_exp.config.cli import check_config_files, config_dirs_of, parse_arguments  # noqa: E402
+from hacrl_exp.config.preflight import CONFIG_DIR  # noqa: E402
+from hacrl_exp.errors import ConfigError, NumericsError, OutputError, RunInterrupted, exit_on_bad_input  # noqa: E402
+from hacrl_exp.paths import check_output, take_follow_flag  # noqa: E402
+from hacrl_exp.tasks.rows import DataError  # noqa: E402
+from hacrl_exp.tracking import create_stores  # noqa: E402
+from hacrl_exp.trainer.validate import preflight, validate  # noqa: E402
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="config")
 def hydra_main(cfg: DictConfig) -> dict:
     from hacrl_exp.sweep.trial import join_trial
-    from hacrl_exp.tasks.math import DataError
     from hacrl_exp.trainer.loop import train  # heavy imports only once the config is valid
 
     with exit_on_bad_input(ConfigError, DataError):
@@ -33,12 +42,14 @@ def hydra_main(cfg: DictConfig) -> dict:
         output_dir = Path(config.trainer.output_dir or HydraConfig.get().runtime.output_dir)
         on_evaluate = join_trial(config)  # an α-sweep trial: MLflow tags and pruning reports (docs/sweeps.md)
     # in an α sweep a diverged run is a failed trial, not the end of the sweep
-    with exit_on_bad_input(ConfigError, DataError, *(() if on_evaluate else (NumericsError,))):
+    with exit_on_bad_input(ConfigError, DataError, OutputError, *(() if on_evaluate else (NumericsError,))):
         try:
             summary = train(config, output_dir, on_evaluate=on_evaluate)
         except RunInterrupted as exc:
             print(exc, file=sys.stderr)
             sys.exit(exc.exit_code)
+    if __name__ == "__main__":
+        exit_on_signals("interrupted after training ended; its results are written")
     for step in (0, summary["last_step"]):
         for agent, metrics in summary["evals"].get(step, {}).items():
             print(f"step {step:>5} {agent:>12}: held-out accuracy {metrics['accuracy/mean']:.3f}")
@@ -53,22 +64,36 @@ INSPECT_FLAGS = {"--cfg", "-c", "--help", "-h", "--info", "-i", "--hydra-help", 
 
 
 def main() -> None:
-    argv = sys.argv[1:]
-    try:
-        with exit_on_bad_input(ConfigError):
-            config = preflight(overrides_of(argv) + config_dirs_of(argv), "config")
-            if INSPECT_FLAGS.intersection(argv):
-                return hydra_main()
-            if not {"-m", "--multirun"}.intersection(argv):  # each job of a sweep checks its own folder
-                from hacrl_exp.trainer.runfolder import prepare_run
+    argv = take_follow_flag(sys.argv[1:])  # --follow-symlinks is ours, not Hydra's
+    sys.argv[1:] = argv
+    with exit_on_bad_input(ConfigError, DataError, OutputError):
+        arguments = parse_arguments(argv)  # Hydra's parser: what it would refuse is refused here, before any file
+        check_config_files(argv)
+        config = preflight(list(arguments.overrides or []) + config_dirs_of(argv), "config")
+        if INSPECT_FLAGS.intersection(argv):
+            return hydra_main()
+        if not arguments.multirun:  # each job of a sweep checks its own folder
+            from hacrl_exp.trainer.runfolder import prepare_run
 
-                output_dir = config.trainer.output_dir
-                config, _ = prepare_run(config, Path(output_dir) if output_dir else None)
+            hydra_dir = hydra_run_dir(arguments.overrides or [])
+            if hydra_dir is not None:
+                check_output(hydra_dir, "hydra.run.dir")
+            output_dir = config.trainer.output_dir
+            config, _ = prepare_run(config, Path(output_dir) if output_dir else None)
         create_stores([config])  # once, here: parallel jobs (joblib, Ray, sweeps) must not race to create it
-        hydra_main()
-    except KeyboardInterrupt:  # before training started (or in a sweep): nothing to checkpoint
-        print("interrupted before training started; nothing was trained", file=sys.stderr)
-        sys.exit(130)
+    hydra_main()
+
+
+def hydra_run_dir(overrides: list[str]) -> Path | None:
+    """The folder Hydra writes its job files to (hydra.run.dir, default outputs/<date>/<time>), up to its first
+    interpolation: a dated folder does not exist yet, so the folders above it are what is checked. None when it
+    starts with an interpolation (${oc.env:...}: known only to Hydra)."""
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
+    value = given[-1] if given else "outputs/${now:%Y-%m-%d}"  # the last one wins, as in Hydra
+    static, _, rest = value.partition("${")
+    if not rest:
+        return Path(value)
+    return Path(static) / "job" if static else None
 
 
 if __name__ == "__main__":

@@ -1,16 +1,19 @@
 #!/usr/bin/env bash
-# GPU check (issue 6): HF (and vLLM, if installed) generation tokens/s, and step time, peak memory and MFU of a GSPO
-# and a HACPO step with 2 agents on one GPU; an FSDP2 step (W = 1, NCCL) with CPU offload off and on, its peak memory
-# next to the resource planner's prediction. Needs one CUDA GPU and only torch + transformers (+ tokenizers,
-# safetensors, which transformers brings; peft for the LoRA row): no internet, no download, no `pip install`.
-# Budget: at most 8 minutes (GPU_CHECK_TIMEOUT seconds, default 480); an H200 takes about 1-2.
-# Prints one table and writes JSON to --out (default $OUT/gpu_check.json, else benchmarks/results/gpu_check.json).
+# GPU check (issues 6, 25): HF generation tokens/s (bf16 weights; dynamic, then static compiled cache), step time, MFU and
+# peak memory of a GSPO and a HACPO step (2 agents on one GPU) next to the planner's peak, an FSDP2 step (W = 1, NCCL)
+# with CPU offload off and on next to the planner, and our GSPO step next to TRL's GRPOTrainer in GSPO mode.
+# Needs one CUDA GPU and torch + transformers (+ tokenizers, safetensors); the trl row also trl and datasets, carried as
+# wheels (docs/gpu.md), else it prints one line saying it was skipped. No internet, no download.
+# Every row runs in its own process with a time budget (benchmarks/gpu_check.py: BUDGET_S, 180 s in all) and appends
+# each measurement, as it is taken, to $OUT/gpu_check.jsonl (else benchmarks/results/gpu_check.jsonl) and to stdout;
+# a kill at any moment keeps every line already written. A summary table against the targets comes last.
 #
-#   scripts/gpu_check.sh                 # the GPU run
-#   scripts/gpu_check.sh --smoke         # tiny sizes on CPU, seconds
+#   scripts/gpu_check.sh                          # every row: gen,gspo,hacpo,fsdp,trl
+#   scripts/gpu_check.sh --rows gspo,trl          # some rows
+#   scripts/gpu_check.sh --smoke                  # tiny sizes on CPU
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TOKENIZERS_PARALLELISM=false
-export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+export TRL_EXPERIMENTAL_SILENCE=1 PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 PYTHON="${PYTHON:-$(command -v python3 || command -v python)}"
-exec timeout --signal=INT --kill-after=20 "${GPU_CHECK_TIMEOUT:-480}" "$PYTHON" -m benchmarks.gpu_check "$@"
+exec timeout --signal=TERM --kill-after=10 "${GPU_CHECK_TIMEOUT:-225}" "$PYTHON" -m benchmarks.gpu_check "$@"

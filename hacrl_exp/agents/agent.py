@@ -16,7 +16,14 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedModel, PreTrainedTokenizerBase
 
 from hacrl_exp.agents.lora import AdapterDisabled, apply_lora, is_lora, merged_weights, save_lora_agent
-from hacrl_exp.agents.precision import DTYPES, enable_gradient_checkpointing, prepare_model
+from hacrl_exp.agents.precision import (
+    DTYPES,
+    cast_parameters,
+    enable_gradient_checkpointing,
+    make_optimizer,
+    prepare_model,
+    uses_master_weights,
+)
 from hacrl_exp.config.schema import AgentConfig, RolloutConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.rollout.base import RolloutEngine
@@ -118,9 +125,10 @@ def build_agent(
     rollout: RolloutConfig | None = None,
     seed: int = 0,
 ) -> Agent:
-    """Wrap a built model: dtype, device and autocast (agents.precision), LoRA adapters, gradient checkpointing,
-    optimizer over the trainable weights (unless frozen), rollout engine (rollout.backend, default hf), and a frozen
-    reference when KL is on. `seed` fixes the LoRA adapters' initialisation and the vLLM engine's sampling."""
+    """Wrap a built model: dtype, device and mixed precision (agents.precision), LoRA adapters, gradient
+    checkpointing, optimizer over the trainable weights (unless frozen; float32 masters of bf16 weights under
+    model.mixed_precision=master), rollout engine (rollout.backend, default hf), and a frozen reference when KL is
+    on. `seed` fixes the LoRA adapters' initialisation and the vLLM engine's sampling."""
     key = f"agents.members.{name}"
     if tokenizer.eos_token_id is None:
         raise ConfigError(f"{key}.tokenizer has no EOS token; use a tokenizer that defines eos_token")
@@ -141,10 +149,13 @@ def build_agent(
             raise ConfigError(f"{key}.model.gradient_checkpointing=true: {exc}; set it to false") from None
     optimizer = None
     if not cfg.frozen:
-        trainable = [p for p in model.parameters() if p.requires_grad]
-        optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        optimizer = make_optimizer(model, cfg.model, cfg.lr, cfg.weight_decay)
     else:
         model.requires_grad_(False)
+    if uses_master_weights(cfg.model):  # bf16 weights for forward and backward; float32 masters in the optimizer
+        for module in (model, reference if isinstance(reference, torch.nn.Module) else None):
+            if module is not None:
+                cast_parameters(module, DTYPES[cfg.model.compute_dtype])
     engine = make_engine(cfg, model, tokenizer, optimizer, rollout, max_batch_size, seed)
     use_chat = uses_chat_template(cfg, tokenizer)
     return Agent(name, model, tokenizer, engine, optimizer, reference, use_chat, max_prompt_tokens)
@@ -180,7 +191,19 @@ def make_engine(
             tensor_parallel_size=tensor_parallel_size,
         )
     stream = rollout.sample_stream if rollout is not None else "agent"
-    return HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size, sample_stream=stream)
+    on_cuda = next(model.parameters()).device.type == "cuda"
+    sharded = cfg.world_size > 1 or cfg.fsdp.offload  # FSDP gathers its weights in bf16 itself (agents.sharding)
+    copy_dtype = DTYPES[cfg.model.compute_dtype] if cfg.model.compute_dtype and on_cuda and not sharded else None
+    return HFRolloutEngine(
+        model,
+        tokenizer,
+        max_batch_size=max_batch_size,
+        sample_stream=stream,
+        generation_dtype=copy_dtype,  # a bf16 copy of float32 weights (none when the weights are bf16 already)
+        optimizer=optimizer,
+        cache=rollout.hf_cache if rollout is not None else "dynamic",
+        sort_rows=on_cuda,  # on CPU the batches stay as they were: the default run's samples do not move
+    )
 
 
 def save_agent(agent: Agent, folder: Path) -> None:

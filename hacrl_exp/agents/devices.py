@@ -83,24 +83,30 @@ def _unique(tensors) -> list[torch.Tensor]:
 
 
 def resident_memory(model: torch.nn.Module, optimizer: torch.optim.Optimizer | None, reference=None) -> dict:
-    """Bytes an agent keeps between steps, in MiB: weights, gradients, optimizer state, a separate reference model.
+    """Bytes an agent keeps between steps, in MiB: weights, gradients, optimizer state, float32 master weights an
+    optimizer steps in place of the model's (and their gradients, counted with the gradients), a separate reference.
 
     Counted from the tensors themselves (tied weights once), so they are exact on any device.
     """
     params = _unique(list(model.parameters()))
-    grads = [p.grad for p in params if p.grad is not None]
+    owned = {_local(t).data_ptr() for t in params}
+    # float32 masters an optimizer steps instead of the model's bf16 weights (agents.precision.MasterWeightsAdamW)
+    masters = [p for group in (optimizer.param_groups if optimizer else []) for p in group["params"]]
+    masters = [p for p in _unique(masters) if _local(p).data_ptr() not in owned]
+    grads = [p.grad for p in params + masters if p.grad is not None]
     state = []
     if optimizer is not None:
         for entry in optimizer.state.values():
             state += [v for v in entry.values() if torch.is_tensor(v)]
-    owned = {_local(t).data_ptr() for t in params}
     ref = [p for p in _unique(list(reference.parameters())) if _local(p).data_ptr() not in owned] if reference else []
+    extra = {"memory/master_mib": _bytes(masters) / MIB} if masters else {}  # only where there are masters
     return {
         "memory/params_mib": _bytes(params) / MIB,
         "memory/trainable_params": float(sum(p.numel() for p in params if p.requires_grad)),  # global, all ranks
         "memory/grads_mib": _bytes(grads) / MIB,
         "memory/optimizer_mib": _bytes(state) / MIB,
         "memory/reference_mib": _bytes(ref) / MIB,
+        **extra,
     }
 
 

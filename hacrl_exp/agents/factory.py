@@ -53,8 +53,10 @@ def tiny_model(name: str, cfg: AgentConfig, task, config: Config, index: int):
     if cfg.warm_start.steps == 0:
         return build()
     n_examples = cfg.warm_start.steps * cfg.warm_start.batch_size  # fresh examples, one pass (as measured)
+    # mixed_precision does not change the warm start (float32 on its own): left out, caches from before it stay valid
+    model_key = {k: v for k, v in asdict(cfg.model).items() if k != "mixed_precision"}
     key = {
-        "model": asdict(cfg.model),
+        "model": model_key,
         "tokenizer": asdict(cfg.tokenizer),
         "task": {"name": config.task.name, "tiers": list(config.task.tiers), "scratchpad": config.task.scratchpad},
         "examples": n_examples,

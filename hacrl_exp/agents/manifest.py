@@ -1,9 +1,15 @@
-"""Checkpoint manifests: the size and SHA-256 of every file of a checkpoint, written when it is saved and checked
-before it is used, so a truncated or damaged file is named instead of failing deep inside a loader.
+"""Checkpoint manifests and content checks: a truncated, missing or damaged file is named before a checkpoint is used,
+instead of failing deep inside a loader.
 
-A checkpoint without `manifest.json` (written before manifests existed) is taken as it is. It lives beside the agents
-it covers so that both the trainer (which writes checkpoints) and the evaluation harness (which reads them) can use it
-without either importing the other.
+- The manifest (`manifest.json`, written at save) records the size and SHA-256 of every file; a checkpoint written
+  before manifests existed has none.
+- Whatever the manifest says (it may be missing, or regenerated after the damage), every file is checked by content:
+  a safetensors file's header must parse and describe exactly the bytes the file holds (each tensor's dtype × shape
+  its byte range, the ranges ending at the file's end); a torch file must be a complete zip archive; JSON must parse;
+  and each agent the checkpoint's config names must have its weights (and, unless frozen, its optimizer state).
+
+It lives beside the agents it covers so that both the trainer (which writes checkpoints) and the evaluation harness
+(which reads them) can use it without either importing the other.
 """
 
 from __future__ import annotations
@@ -11,6 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import math
+import zipfile
 from pathlib import Path
 
 MANIFEST = "manifest.json"
@@ -37,14 +45,107 @@ def write_manifest(folder: Path) -> None:
 
 
 def checkpoint_problem(folder: Path) -> str | None:
-    """None when every file the manifest lists is there with its size and hash; else which file is damaged."""
+    """None when the checkpoint's files match the manifest (if any) and pass the content checks; else which file is
+    damaged, and how."""
     manifest = folder / MANIFEST
-    if not manifest.is_file():
-        return None if (folder / "state.json").is_file() else f"{folder / 'state.json'} is missing"
-    key = (str(folder.resolve()), manifest.stat().st_mtime_ns)
-    if key not in _verified:
-        _verified[key] = _problem(folder, manifest)
-    return _verified[key]
+    if not (folder / "state.json").is_file():
+        return f"{folder / 'state.json'} is missing"
+    if manifest.is_file():
+        key = (str(folder.resolve()), manifest.stat().st_mtime_ns)
+        if key not in _verified:
+            _verified[key] = _problem(folder, manifest)
+        if _verified[key]:
+            return _verified[key]
+    return _missing_part(folder) or next(filter(None, map(content_problem, sorted(folder.rglob("*")))), None)
+
+
+def model_folder_problem(folder: Path) -> str | None:
+    """A save_pretrained folder's weights and JSON files checked by content (`content_problem`)."""
+    return next(filter(None, map(content_problem, sorted(folder.iterdir()))), None)
+
+
+def _missing_part(folder: Path) -> str | None:
+    """A file every checkpoint of its config holds (rng.pt; each agent's weights and, unless frozen, its optimizer
+    state), when absent. A state.json written before it recorded the config names no agents."""
+    try:
+        state = json.loads((folder / "state.json").read_text())
+        members = (state.get("config") or {}).get("agents", {}).get("members", {})
+    except (OSError, ValueError, AttributeError):
+        return f"{folder / 'state.json'} is damaged (not the JSON written at save)"
+    if not (folder / "rng.pt").is_file():
+        return f"{folder / 'rng.pt'} is missing"
+    for name, agent in members.items():
+        if not any((folder / "agents" / name).glob("*.safetensors")):
+            return f"{folder / 'agents' / name} holds no *.safetensors weights"
+        optim = folder / "optim" / f"{name}.pt"
+        sharded = optim.with_suffix(".dcp").is_dir()  # a sharded agent's AdamW state (trainer.sharded_checkpoint)
+        if not (agent or {}).get("frozen") and not optim.is_file() and not sharded:
+            return f"{optim} is missing"
+    return None
+
+
+SAFETENSORS_BYTES = {"F64": 8, "I64": 8, "U64": 8, "F32": 4, "I32": 4, "U32": 4, "F16": 2, "BF16": 2, "I16": 2,
+                     "U16": 2, "I8": 1, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1}  # fmt: skip
+MAX_HEADER = 100 << 20  # safetensors' own limit on the JSON header
+
+
+def content_problem(path: Path) -> str | None:
+    """What is wrong with one file by its content (safetensors, torch zip, JSON), or None; other files pass."""
+    if not path.is_file():
+        return None
+    try:
+        if path.suffix == ".safetensors":
+            return _safetensors_problem(path)
+        if path.suffix == ".pt":
+            return _torch_file_problem(path)
+        if path.suffix == ".json":
+            json.loads(path.read_bytes())
+    except ValueError:
+        return f"{path} is damaged (not valid JSON)"
+    except OSError as exc:
+        return f"{path} cannot be read ({exc.strerror or exc})"
+    return None
+
+
+def _safetensors_problem(path: Path) -> str | None:
+    size = path.stat().st_size
+    with open(path, "rb") as handle:
+        prefix = handle.read(8)
+        length = int.from_bytes(prefix, "little") if len(prefix) == 8 else -1
+        if length < 2 or length > min(size - 8, MAX_HEADER):
+            return f"{path} is truncated or not safetensors ({size} bytes; its header length reads {length})"
+        try:
+            header = json.loads(handle.read(length))
+        except ValueError:
+            return f"{path} is damaged (its safetensors header is not JSON)"
+    end = 0
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        try:
+            start, stop = info["data_offsets"]
+            width = SAFETENSORS_BYTES.get(info["dtype"])
+            expected = math.prod(info["shape"]) * width if width else stop - start
+        except (KeyError, TypeError, ValueError):
+            return f"{path} is damaged (tensor {name!r} has no valid dtype, shape and offsets)"
+        if not 0 <= start <= stop or stop - start != expected:
+            return f"{path} is damaged (tensor {name!r}: bytes {start}..{stop} for {expected})"
+        end = max(end, stop)
+    if 8 + length + end != size:
+        return f"{path} is truncated or altered ({size} bytes, its header describes {8 + length + end})"
+    return None
+
+
+def _torch_file_problem(path: Path) -> str | None:
+    size = path.stat().st_size
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                if info.header_offset + info.compress_size > size:
+                    return f"{path} is truncated (member {info.filename} runs past its {size} bytes)"
+    except (zipfile.BadZipFile, ValueError):
+        return f"{path} is truncated or not a torch file ({size} bytes, no complete zip archive)"
+    return None
 
 
 def _problem(folder: Path, manifest: Path) -> str | None:

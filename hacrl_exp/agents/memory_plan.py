@@ -1,26 +1,36 @@
 """Will it fit? The memory each agent needs and a placement of the agents on a cluster's GPUs (docs/gpu.md).
 
 Pure arithmetic on the config and the models' shapes (agents.model_shapes): no weights load, no GPU is touched.
-Per agent, in bytes (P parameters, T trainable, b(x) bytes of dtype x; p = the training dtype, m = the master's):
-  weights P·b(p); gradients T·b(p); master copy T·b(m) when p ≠ m; AdamW two moments 2·T·b(m) plus one float32
-  `step` scalar per trainable tensor (torch's AdamW); reference P·b(p) when algorithm.kl_coef > 0 (none with LoRA:
-  the adapters switch off). At p = bf16, m = fp32 that is 2 + 2 + 4 + 8 = 16 bytes per parameter, the mixed-
-  precision Adam accounting of ZeRO (Rajbhandari et al. 2020, §3.1); at float32 on a CPU it is exactly what the
-  tiny agents allocate (tests/agents/test_memory_plan.py).
-  Activations of one micro-batch (b rows × s tokens), per layer, after Korthikanti et al. 2022 ("Reducing
-  Activation Recomputation in Large Transformer Models", §4.1: s·b·h·(34 + 5·a·s/h) bytes for GPT in 16 bit),
-  counted the same way for the layers here: no dropout masks, a fused attention kernel (SDPA / flash: no a·s²
-  score matrix), SwiGLU and grouped-query attention, in elements of b(p) per token:
-    llama / qwen3: 4h + 2·q + 2·kv + 4·i (+ q + kv for Qwen3's q/k norms);  opt / gpt2: 8h + 2·i
-  With gradient checkpointing each layer keeps only its input (h per token) and one layer is recomputed at a time.
-  Logits b·s·V·4 (float32 log-probs), often the largest term.
+Per agent, in bytes (P parameters, T trainable, d the weights' dtype (model.dtype), p the compute dtype
+(model.compute_dtype, else d), b(x) bytes of dtype x):
+  resident state, unsharded, by how the agent trains (agents.precision):
+    master weights (d = float32, p = bf16): bf16 weights P·2, float32 masters T·4 and their gradients T·4, AdamW's
+      two moments 2·T·4: 18 bytes per parameter;
+    autocast (model.mixed_precision=autocast): float32 weights, gradients and moments, 16 bytes per parameter;
+    otherwise: weights, gradients and moments in d (b(d)·4 per parameter); LoRA: a frozen base in p, float32
+      adapters, their gradients and moments;
+    plus torch AdamW's float32 `step` per trainable tensor, and a KL reference P·b (the weights' dtype) when
+    algorithm.kl_coef > 0 (none with LoRA: the adapters switch off). A sharded agent (FSDP2) holds float32 shards
+    of weights, gradients and moments (16 bytes per parameter at d = float32) over its W ranks; FSDP's
+    MixedPrecisionPolicy gathers units in bf16.
+  working set of an update, for one micro-batch (agents.memory_terms, each term checked on CPU): activations as
+    configured (every layer's, or with gradient checkpointing each layer's input plus one layer's), the log-prob
+    path's logits (chunked: a few chunks of ~256 MiB; full: 4 float32 copies of the micro-batch's logits), under
+    autocast the bf16 copy of the output head its matmul keeps; then the optimizer step's temporaries (foreach
+    AdamW: one float32 tensor per trainable weight; none fused, as on CUDA), whichever is larger.
+  the HF rollout: the KV cache of one generation batch, or a scoring forward's logits and one layer, whichever is
+    larger, on top of the resident state (gradients stay allocated between updates), and an agent whose weights
+    are float32 under autocast generates from a bf16 copy (P·2) on CUDA.
   vLLM: weights P·b(p) and a KV cache of 2·L·kv_heads·head_dim·2 bytes per token within
-  rollout.vllm.gpu_memory_utilization of each GPU, tensor-parallel over the agent's W GPUs.
+    rollout.vllm.gpu_memory_utilization of each GPU, tensor-parallel over the agent's W GPUs.
+The peaks are of allocated bytes (torch.cuda.max_memory_allocated); the placement keeps ALLOCATOR_SLACK of each on
+top for the caching allocator's rounding and fragmentation. Which predictions were checked against measurements,
+and which were not: docs/gpu.md.
 Placement: FSDP-style full sharding of weights, gradients, master and optimizer over W ranks (the working set is
 not sharded: each rank runs its own micro-batches), optionally offloaded to CPU (then the GPU holds only the units
-being computed); the smallest W per agent, disjoint GPUs per agent. The run builds such a placement from
-agents.members.<name>.world_size and fsdp.offload (agents.sharding) and refuses, before any model loads, one whose
-peaks do not fit (trainer.resources.check_placement, with these same numbers).
+being computed and their buffers); the smallest W per agent, disjoint GPUs per agent. The run builds such a
+placement from agents.members.<name>.world_size and fsdp.offload (agents.sharding) and refuses, before any model
+loads, one whose peaks do not fit (trainer.resources.check_placement, with these same numbers).
 """
 
 from __future__ import annotations
@@ -28,6 +38,8 @@ from __future__ import annotations
 import copy
 from dataclasses import dataclass, field
 
+from hacrl_exp.agents.logprobs import AUTO_BYTES, CHUNKED_FAMILIES
+from hacrl_exp.agents.memory_terms import adamw_temporaries, layer_activation_bytes, logits_bytes, unit_buffers
 from hacrl_exp.agents.model_shapes import ModelShape, agent_shape
 from hacrl_exp.config.schema import AgentConfig, Config
 
@@ -37,6 +49,8 @@ STEP_BYTES = 4  # torch AdamW's `step`: one float32 scalar tensor per parameter 
 GATHERED_LAYERS = 2  # FSDP holds the layer it computes and prefetches the next
 VLLM_KV_BYTES = 2  # vLLM's KV cache in bf16
 SUGGESTED_LORA_R = 64
+ALLOCATOR_SLACK = 0.10
+"""Kept on top of a predicted peak when placing: the CUDA caching allocator rounds blocks and fragments."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +68,8 @@ class Workload:
     vllm_sleeps: bool
     split_rows: bool = False
     """rollout.sample_stream=row: a sharded agent's ranks split the rows (agents.sharding.RankSlicedEngine)."""
+    response_len: int = 0
+    """Response tokens per row (what the chunked log-prob path projects); 0: all of seq_len."""
 
 
 def workload(config: Config, agent: AgentConfig, shape: ModelShape, rollout_multiplier: int = 1) -> Workload:
@@ -74,6 +90,7 @@ def workload(config: Config, agent: AgentConfig, shape: ModelShape, rollout_mult
         vllm_fraction=r.vllm.gpu_memory_utilization,
         vllm_sleeps=r.vllm.sleep_level > 0,
         split_rows=r.sample_stream == "row",
+        response_len=r.max_new_tokens,
     )
 
 
@@ -92,10 +109,14 @@ class AgentMemory:
     name: str
     shape: ModelShape
     work: Workload
+    mode: str
+    """How it trains: master, autocast, plain or lora (module docstring)."""
     param_dtype: str
     master_dtype: str
     checkpointing: bool
     lora: bool
+    logprobs: str
+    """The log-prob path it runs: chunked or full (agents.logprobs)."""
     params: int
     trainable: int
     weights: int
@@ -103,24 +124,44 @@ class AgentMemory:
     master: int
     optimizer: int
     reference: int
+    sharded_state: int
+    """Weights, gradients, AdamW state and reference as FSDP shards them, all ranks together."""
     activations: int
+    layer_activations: int
+    """One layer's, what gradient checkpointing recomputes at a time."""
     activations_checkpointed: int
+    """Every layer's input (what checkpointing keeps) plus one layer's."""
     logits: int
+    """The log-prob path's peak in an update (agents.memory_terms.logits_bytes)."""
+    scoring: int
+    """A no-gradient scoring forward's peak: its logits and one layer."""
+    head_copy: int
+    """Under autocast: the bf16 copy of the output head its matmul keeps for the backward."""
+    optimizer_temp: int
     gathered: int
-    """Params (+ grads) of the units a sharded or offloaded rank gathers at once: embeddings/head + 2 layers."""
+    """Params (+ grads) of the 2 layers a sharded or offloaded rank computes and prefetches."""
+    unit_buffers: tuple[int, int]
+    """FSDP2's buffers for its largest unit (the embeddings/head), (offload off, on) (memory_terms.unit_buffers)."""
+    generation_copy: int
+    """The bf16 copy an unsharded agent with float32 weights generates from on CUDA (rollout.hf)."""
     vllm_weights: int
     kv_per_token: int
-    """KV-cache bytes per token: vLLM's (bf16) with rollout=vllm, else the training dtype's (HF generate)."""
+    """KV-cache bytes per token: vLLM's (bf16) with rollout=vllm, else the compute dtype's (HF generate)."""
 
     @property
     def state(self) -> int:
-        """Everything FSDP shards: weights, gradients, master copy, optimizer state and reference."""
+        """Everything an unsharded agent keeps: weights, gradients, master copy, optimizer state and reference."""
         return self.weights + self.grads + self.master + self.optimizer + self.reference
 
     @property
     def working(self) -> int:
-        """The unsharded working set of an update: activations (as configured) and logits."""
-        return (self.activations_checkpointed if self.checkpointing else self.activations) + self.logits
+        """The unsharded working set of an update: activations (as configured), logits, the head's bf16 copy.
+        With checkpointing the layers' inputs stay; one layer is recomputed after the logits' backward is done."""
+        logits = self.logits + self.head_copy
+        if not self.checkpointing:
+            return self.activations + logits
+        kept = self.activations_checkpointed - self.layer_activations
+        return kept + max(self.layer_activations, logits)
 
     def vllm_budget(self, gpu_bytes: int) -> int:
         return int(self.work.vllm_fraction * gpu_bytes) if self.work.vllm else 0
@@ -129,21 +170,30 @@ class AgentMemory:
         """vLLM's KV cache per GPU: its share of the GPU minus its weight shard (0 when the weights do not fit)."""
         return max(0, self.vllm_budget(gpu_bytes) - self.vllm_weights // world)
 
-    def peaks(self, world: int, offload: bool, gpu_bytes: int) -> tuple[int, int]:
-        """(update, rollout) peak bytes of one of the agent's W GPUs."""
-        state = 0 if offload else -(-self.state // world)
-        resting = 0 if offload else state - self.grads // world  # gradients are freed after each update
-        gathered = self.gathered if world > 1 or offload else 0
+    def peaks(self, world: int, offload: bool, gpu_bytes: int, sharded: bool | None = None) -> tuple[int, int]:
+        """(update, rollout) peak bytes of one of the agent's W GPUs. sharded: FSDP2 (default: W > 1 or offload;
+        True at W = 1 models an FSDP2 agent on one rank, as benchmarks.gpu_fsdp runs)."""
+        sharded = world > 1 or offload if sharded is None else sharded
+        if sharded:
+            state = 0 if offload else -(-self.sharded_state // world)
+            gathered = self.gathered + self.unit_buffers[offload]
+            # agents.sharding's AdamW is torch's foreach one on float32 shards; offloaded, it steps on the CPU
+            step_temp = 0 if offload else -(-adamw_temporaries(self.trainable, 4, fused=False) // world)
+        else:
+            state, gathered, step_temp = self.state, 0, self.optimizer_temp
+        copy = 0 if sharded else self.generation_copy
         budget = self.vllm_budget(gpu_bytes)
-        update = state + gathered + self.working + (0 if self.work.vllm_sleeps else budget)
+        update = state + gathered + copy + max(self.working, step_temp) + (0 if self.work.vllm_sleeps else budget)
+        resting = state  # trainer.step leaves the last update's gradients allocated until the next update
         if self.work.vllm:
             return update, resting + budget
         # HF generation on a sharded agent runs on the full weights, gathered for the whole rollout; every rank
         # generates every row, or its 1/W of them with the row stream
-        full = self.weights if world > 1 or offload else 0
+        full = self.vllm_weights if sharded else 0
         rows = -(-self.work.rollout_rows // world) if self.work.split_rows else self.work.rollout_rows
         batch = min(rows, self.work.max_batch)
-        return update, resting + full + batch * self.work.seq_len * self.kv_per_token
+        kv = batch * self.work.seq_len * self.kv_per_token
+        return update, resting + copy + full + max(kv, self.scoring)
 
     def vllm_problem(self, world: int, gpu_bytes: int) -> str | None:
         """Why vLLM cannot run on W GPUs (tensor parallelism, its share too small), or None."""
@@ -156,57 +206,109 @@ class AgentMemory:
         return None
 
 
+def training_mode(agent: AgentConfig) -> str:
+    """master, autocast, plain or lora (module docstring; agents.precision)."""
+    if agent.lora.r > 0 and not agent.frozen:
+        return "lora"
+    if agent.model.compute_dtype is not None and agent.model.dtype == "float32":
+        return agent.model.mixed_precision
+    return "plain"
+
+
+def logprob_path(shape: ModelShape, work: Workload, device: str) -> str:
+    """The path agents.logprobs.logprob_path picks: chunked on CUDA and for micro-batches of large logits."""
+    if shape.family not in CHUNKED_FAMILIES:  # the shapes' families: llama (incl. qwen2/3, mistral), opt, gpt2
+        return "full"
+    big = work.micro_batch * work.seq_len * shape.vocab * 4 >= AUTO_BYTES
+    return "chunked" if device == "cuda" or big else "full"
+
+
+@dataclass(frozen=True)
+class Runtime:
+    """What the code does around the model: the device (cuda or cpu), the log-prob path (None: the one
+    agents.logprobs picks there), a fused AdamW (None: on CUDA, as agents.precision.make_optimizer builds it), and the
+    HF engine's bf16 copy of float32 weights (None: on CUDA, as agents.agent.make_engine builds it)."""
+
+    device: str = "cuda"
+    logprobs: str | None = None
+    fused_adamw: bool | None = None
+    generation_copy: bool | None = None
+
+
+BEFORE_ISSUE_25 = Runtime(logprobs="full", fused_adamw=False, generation_copy=False)
+"""The code the issue's H200 figures were measured with (85e0f16): full logits, foreach AdamW, no bf16 copy (with
+model.mixed_precision=autocast, the only mixed precision it had)."""
+
+
 def estimate_agent(
-    name: str, agent: AgentConfig, shape: ModelShape, work: Workload, dtype: str | None = None
+    name: str,
+    agent: AgentConfig,
+    shape: ModelShape,
+    work: Workload,
+    dtype: str | None = None,
+    runtime: Runtime = Runtime(),
 ) -> AgentMemory:
-    """Bytes of one agent. dtype: the training dtype p (default model.compute_dtype or model.dtype); the master
-    dtype m is float32 when model.dtype is float32, else model.dtype."""
-    p = dtype or agent.model.compute_dtype or agent.model.dtype
-    m = "float32" if agent.model.dtype == "float32" else agent.model.dtype
-    bp, bm = DTYPE_BYTES[p], DTYPE_BYTES[m]
-    lora = agent.lora.r > 0 and not agent.frozen
+    """Bytes of one agent. dtype: the compute dtype p (default model.compute_dtype or model.dtype); runtime: what
+    the code around it does (`Runtime`; default the code here on CUDA)."""
+    device = runtime.device
+    mode = training_mode(agent)
+    p_name = dtype or agent.model.compute_dtype or agent.model.dtype
+    d, p = DTYPE_BYTES[agent.model.dtype], DTYPE_BYTES[p_name]
+    held = {"master": p, "autocast": 4}.get(mode, d if mode == "plain" else p)  # the dtype the model's weights hold
     if agent.frozen:
         trainable = tensors = 0
-    elif lora:
+    elif mode == "lora":
         trainable, tensors = lora_params(shape, agent.lora.r, list(agent.lora.target_modules))
     else:
         trainable, tensors = shape.params, shape.tensors
-    if lora:  # frozen base in p, float32 adapters and their AdamW state; no master copy
-        weights, grads, master, optimizer = shape.params * bp + trainable * 4, trainable * 4, 0, trainable * 8
+    moment = 4 if mode in ("master", "autocast", "lora") else d
+    if mode == "lora":  # frozen base in p, float32 adapters and their AdamW state; no master copy
+        weights, grads, master = shape.params * p + trainable * 4, trainable * 4, 0
     else:
-        weights, grads = shape.params * bp, trainable * bp
-        master, optimizer = (trainable * bm if p != m else 0), 2 * trainable * bm
-    optimizer += tensors * STEP_BYTES
-    h, q, kv, i = shape.hidden, shape.q_dim, shape.kv_dim, shape.intermediate
-    if shape.family == "llama":
-        per_layer = 4 * h + 2 * q + 2 * kv + 4 * i + ((q + kv) if shape.qk_norm else 0)
-    else:
-        per_layer = 8 * h + 2 * i
+        weights, master = shape.params * held, trainable * 4 if mode == "master" else 0
+        grads = trainable * (4 if mode == "master" else held)
+    optimizer = 2 * trainable * moment + tensors * STEP_BYTES
+    path = runtime.logprobs or logprob_path(shape, work, device)
+    fused = device == "cuda" if runtime.fused_adamw is None else runtime.fused_adamw
+    gen_copy = device == "cuda" if runtime.generation_copy is None else runtime.generation_copy
     tokens = work.micro_batch * work.seq_len
-    layer = tokens * per_layer * bp
+    response = work.micro_batch * (work.response_len or work.seq_len)
+    layer = layer_activation_bytes(shape, tokens, p, held)
     activations = layer if agent.frozen else shape.layers * layer
-    unit = (shape.outer_params + GATHERED_LAYERS * shape.layer_params) * bp
+    largest_unit = max(shape.outer_params, shape.layer_params)
+    full_ft = trainable and mode != "lora"
     return AgentMemory(
         name=name,
         shape=shape,
         work=work,
-        param_dtype=p,
-        master_dtype=m,
+        mode=mode,
+        param_dtype=p_name,
+        master_dtype="float32" if mode in ("master", "autocast") else agent.model.dtype,
         checkpointing=agent.model.gradient_checkpointing,
-        lora=lora,
+        lora=mode == "lora",
+        logprobs=path,
         params=shape.params,
         trainable=trainable,
         weights=weights,
         grads=grads,
         master=master,
         optimizer=optimizer,
-        reference=shape.params * bp if work.kl and trainable and not lora else 0,
+        reference=shape.params * held if work.kl and full_ft else 0,
+        sharded_state=shape.params * d * (2 if work.kl and full_ft else 1)
+        + trainable * (d + 2 * moment)
+        + tensors * STEP_BYTES,
         activations=activations,
-        activations_checkpointed=min(activations, shape.layers * tokens * h * bp + layer),
-        logits=tokens * shape.vocab * 4,
-        gathered=unit * (2 if trainable and not lora else 1),
-        vllm_weights=shape.params * bp,
-        kv_per_token=2 * shape.layers * shape.kv_dim * (VLLM_KV_BYTES if work.vllm else bp),
+        layer_activations=layer,
+        activations_checkpointed=min(activations, shape.layers * tokens * shape.hidden * held + layer),
+        logits=logits_bytes(path, tokens, response, shape, p, grad=bool(trainable)),
+        scoring=logits_bytes(path, tokens, response, shape, p, grad=False) + layer,
+        head_copy=shape.vocab * shape.hidden * p if mode == "autocast" and trainable else 0,
+        optimizer_temp=adamw_temporaries(trainable, moment, fused),
+        gathered=GATHERED_LAYERS * shape.layer_params * p * (2 if full_ft else 1),
+        unit_buffers=(unit_buffers(largest_unit, p, False), unit_buffers(largest_unit, p, True)),
+        generation_copy=shape.params * p if mode == "autocast" and gen_copy else 0,
+        vllm_weights=shape.params * p,
+        kv_per_token=2 * shape.layers * shape.kv_dim * (VLLM_KV_BYTES if work.vllm else p),
     )
 
 
@@ -252,10 +354,17 @@ class Plan:
         return f"does not fit on {where}: {self.reason}. Would fit with: {fix}"
 
 
+def with_slack(peak: int) -> int:
+    """A predicted allocated peak plus ALLOCATOR_SLACK: what a placement must leave room for."""
+    return int(peak * (1 + ALLOCATOR_SLACK))
+
+
 def smallest_world(mem: AgentMemory, max_world: int, gpu_bytes: int, usable: int, offload: bool) -> int | None:
-    """The smallest W ≤ max_world at which every one of the agent's GPUs holds its peaks, or None."""
+    """The smallest W ≤ max_world at which every one of the agent's GPUs holds its peaks (and the allocator's
+    slack), or None."""
     for world in range(1, max_world + 1):
-        if mem.vllm_problem(world, gpu_bytes) is None and max(mem.peaks(world, offload, gpu_bytes)) <= usable:
+        peak = max(mem.peaks(world, offload, gpu_bytes))
+        if mem.vllm_problem(world, gpu_bytes) is None and with_slack(peak) <= usable:
             return world
     return None
 
@@ -289,7 +398,7 @@ def place(memories: list[AgentMemory], gpus: int, gpu_bytes: int, usable: int, h
     placements, first = [], 0
     for mem, (world, offload) in zip(memories, chosen):
         update, rollout = mem.peaks(world, offload, gpu_bytes)
-        host_bytes = mem.state if offload else 0
+        host_bytes = mem.sharded_state if offload else 0
         placements.append(
             Placement(mem.name, world, offload, list(range(first, first + world)), update, rollout, host_bytes)
         )

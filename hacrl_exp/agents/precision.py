@@ -1,4 +1,13 @@
-"""Compute settings of a training model: weights' dtype, bf16 autocast (mixed precision), gradient checkpointing.
+"""Compute settings of a training model: weights' dtype, bf16 mixed precision, gradient checkpointing.
+
+Mixed precision (model.dtype=float32, model.compute_dtype=bfloat16) comes two ways (model.mixed_precision):
+  - master (default): the model's parameters are cast to bf16, so forward and backward run on bf16 weights;
+    `MasterWeightsAdamW` keeps a float32 copy of each trainable weight, accumulates the gradients into float32
+    (a hook per parameter, so no bf16 gradient outlives its backward), clips and steps AdamW in float32 and
+    writes the rounded weights back. This is mixed-precision training as Megatron-LM's
+    Float16OptimizerWithFloat16Params, ZeRO (Rajbhandari et al. 2020, §3.1) and FSDP2's MixedPrecisionPolicy do it.
+    Buffers (rotary frequencies) stay float32.
+  - autocast: float32 weights under torch.autocast; every forward casts each weight to bf16 again.
 
 Agents score and train in eval mode (no dropout, so a fresh update's ratio is exactly 1). transformers only
 checkpoints layers in train mode, so here a layer checkpoints whenever autograd is recording instead: during
@@ -19,13 +28,103 @@ from hacrl_exp.config.schema import ModelConfig
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
+def uses_master_weights(cfg: ModelConfig) -> bool:
+    """Whether the model computes on bf16 weights with float32 masters in its optimizer (module docstring)."""
+    return cfg.compute_dtype is not None and cfg.dtype == "float32" and cfg.mixed_precision == "master"
+
+
 def prepare_model(model: PreTrainedModel, cfg: ModelConfig, device: torch.device) -> PreTrainedModel:
-    """Cast to cfg.dtype, move to `device`, eval mode, and autocast to cfg.compute_dtype when set."""
+    """Cast to cfg.dtype, move to `device`, eval mode, and autocast to cfg.compute_dtype when mixed precision is
+    autocast. With master weights the model stays float32 here: `make_optimizer` takes the masters, then casts."""
     model.to(device=device, dtype=DTYPES[cfg.dtype])
     model.eval()  # no dropout: scoring and training see the same function (tiny configs have dropout 0)
-    if cfg.compute_dtype is not None:
+    if cfg.compute_dtype is not None and not uses_master_weights(cfg):
         enable_autocast(model, DTYPES[cfg.compute_dtype])
     return model
+
+
+def cast_parameters(model: torch.nn.Module, dtype: torch.dtype) -> None:
+    """Cast every floating parameter of `model` to `dtype` in place (the same Parameter objects); buffers keep
+    their dtype, as under FSDP2's MixedPrecisionPolicy."""
+    for param in model.parameters():
+        if param.is_floating_point():
+            param.data = param.data.to(dtype)
+
+
+def make_optimizer(model: torch.nn.Module, cfg: ModelConfig, lr: float, weight_decay: float) -> torch.optim.Optimizer:
+    """AdamW over the trainable weights; with master weights, `MasterWeightsAdamW` over float32 copies of them,
+    taken before the model's parameters are cast to cfg.compute_dtype."""
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    # fused (one kernel, no temporaries) on CUDA; CPU keeps torch's default (the default run's digits)
+    options = {"lr": lr, "weight_decay": weight_decay, **({"fused": True} if _on_cuda(trainable) else {})}
+    if not uses_master_weights(cfg):
+        return torch.optim.AdamW(trainable, **options)
+    masters = [p.detach().float().clone() for p in trainable]
+    cast_parameters(model, DTYPES[cfg.compute_dtype])
+    return MasterWeightsAdamW(trainable, masters, **options)
+
+
+def _on_cuda(params: list[torch.Tensor]) -> bool:
+    return bool(params) and all(p.device.type == "cuda" for p in params)
+
+
+class MasterWeightsAdamW(torch.optim.AdamW):
+    """AdamW on float32 master copies of low-precision model weights.
+
+    Each model weight's gradient is added into its master's float32 gradient as soon as autograd has accumulated it
+    (`register_post_accumulate_grad_hook`), and the low-precision gradient is freed; `param_groups` hold the
+    masters, so gradient clipping over them (trainer.step) sees float32 gradients. `step` steps AdamW on the masters,
+    then copies them, rounded, into the model's weights. `state_dict` carries the masters, so a resumed agent
+    continues from the float32 values, not from the bf16 weights a checkpoint's model files hold."""
+
+    def __init__(self, params: list[torch.nn.Parameter], masters: list[torch.Tensor], **kwargs) -> None:
+        self.model_params = list(params)
+        super().__init__(masters, **kwargs)
+        self.hooks = [
+            p.register_post_accumulate_grad_hook(functools.partial(_accumulate_into, m))
+            for p, m in zip(self.model_params, masters)
+        ]
+
+    @property
+    def masters(self) -> list[torch.Tensor]:
+        return [p for group in self.param_groups for p in group["params"]]
+
+    @torch.no_grad()
+    def step(self, closure=None):
+        loss = super().step(closure)
+        torch._foreach_copy_(self.model_params, self.masters)
+        return loss
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        super().zero_grad(set_to_none)
+        for p in self.model_params:
+            p.grad = None
+
+    def state_dict(self) -> dict:
+        return {**super().state_dict(), "master_weights": [m.detach().clone() for m in self.masters]}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        state_dict = dict(state_dict)
+        masters = state_dict.pop("master_weights")
+        super().load_state_dict(state_dict)
+        with torch.no_grad():
+            torch._foreach_copy_(self.masters, [m.to(self.masters[0].device) for m in masters])
+            torch._foreach_copy_(self.model_params, self.masters)
+
+    def release(self) -> list[torch.Tensor]:
+        """Remove the gradient hooks and return the masters (an agent being sharded takes them back as weights)."""
+        for hook in self.hooks:
+            hook.remove()
+        self.hooks = []
+        return self.masters
+
+
+def _accumulate_into(master: torch.Tensor, param: torch.Tensor) -> None:
+    if master.grad is None:
+        master.grad = param.grad.float()
+    else:
+        master.grad.add_(param.grad)
+    param.grad = None
 
 
 def enable_autocast(model: torch.nn.Module, dtype: torch.dtype) -> None:

@@ -5,9 +5,11 @@ then to the root (embeddings, final norm and a tied output head form the root's 
 sharded parameters; the state-dict helpers are `torch.distributed.checkpoint.state_dict`'s. Every function here is
 a collective: all ranks of the group call it, in the same order.
 
-Precision: on CPU (gloo) the parameters stay in their dtype and gradients are reduced in it. On GPU, with
-`model.compute_dtype` set, FSDP's MixedPrecisionPolicy gathers parameters in that dtype (bf16) and reduces gradients
-in float32, the master weights and AdamW state staying float32 (the issue's "bf16 compute, float32 master/reduce").
+Precision: on CPU (gloo) the parameters stay in their dtype and gradients are reduced in it (with `model.compute_dtype`
+set, under autocast). On GPU, with `model.compute_dtype` set, FSDP's MixedPrecisionPolicy gathers parameters in that
+dtype (bf16) and reduces gradients in float32, the master weights and AdamW state staying float32 (the issue's "bf16
+compute, float32 master/reduce"); no autocast then. An agent built with master weights (agents.precision) takes its
+float32 masters back as its parameters before it is sharded: the shards are the masters.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 
 from hacrl_exp.agents.agent import Agent
 from hacrl_exp.agents.logprobs import batched_response_logprobs
-from hacrl_exp.agents.precision import DTYPES
+from hacrl_exp.agents.precision import DTYPES, MasterWeightsAdamW, cast_parameters, enable_autocast
 from hacrl_exp.config.schema import AgentConfig
 from hacrl_exp.rollout.base import Rollouts, SamplingSettings
 from hacrl_exp.rollout.hf import HFRolloutEngine
@@ -81,6 +83,7 @@ def shard_agent(agent: Agent, cfg: AgentConfig, offload: bool = False) -> Agent:
     device = next(agent.model.parameters()).device
     mesh = dist.device_mesh.init_device_mesh(device.type, (dist.get_world_size(),))
     mixed = cfg.model.compute_dtype is not None and device.type == "cuda"
+    _float32_weights(agent, cfg, autocast=cfg.model.compute_dtype is not None and not mixed)
     mp = MixedPrecisionPolicy(DTYPES[cfg.model.compute_dtype], reduce_dtype=torch.float32) if mixed else None
     policy: OffloadPolicy = CPUOffloadPolicy(pin_memory=device.type == "cuda") if offload else OffloadPolicy()
     # reshard after every forward, the root too (FSDP2 keeps the root gathered by default): a no-grad forward
@@ -102,6 +105,23 @@ def shard_agent(agent: Agent, cfg: AgentConfig, offload: bool = False) -> Agent:
         trainable = [p for p in agent.model.parameters() if p.requires_grad]
         agent.optimizer = torch.optim.AdamW(trainable, lr=defaults["lr"], weight_decay=defaults["weight_decay"])
     return agent
+
+
+def _float32_weights(agent: Agent, cfg: AgentConfig, autocast: bool) -> None:
+    """An agent built with master weights (agents.precision.MasterWeightsAdamW) gets its float32 masters back as its
+    parameters (its reference and any frozen weight are cast to float32), and autocast when `autocast`; FSDP's
+    MixedPrecisionPolicy, or autocast on CPU, then computes in bf16. Others are left as they are."""
+    if isinstance(agent.engine, HFRolloutEngine):
+        agent.engine.drop_copy()  # FSDP gathers the weights for generation (`gathered`)
+    if not isinstance(agent.optimizer, MasterWeightsAdamW):
+        return
+    with torch.no_grad():
+        for param, master in zip(agent.optimizer.model_params, agent.optimizer.release()):
+            param.data = master.data
+    for module in [agent.model] + ([agent.reference] if isinstance(agent.reference, torch.nn.Module) else []):
+        cast_parameters(module, torch.float32)
+        if autocast:
+            enable_autocast(module, DTYPES[cfg.model.compute_dtype])
 
 
 @contextmanager

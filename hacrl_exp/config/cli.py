@@ -1,45 +1,127 @@
-"""Command-line helpers shared by the Hydra entry points (run, evaluate, report): which arguments are overrides.
+"""Command-line helpers shared by the Hydra entry points (run, evaluate, report): the arguments, read as Hydra reads
+them, and the config files they bring in, checked before Hydra (or anything else) starts.
+
+- `parse_arguments`: Hydra's own argument parser, so the overrides and flags the checks see are the ones Hydra will
+  use; an argument Hydra would refuse (a flag between two overrides, an unknown flag) is one ConfigError line.
+- `check_config_files`: the YAML files of --config-dir / --config-path / hydra.searchpath folders are at most
+  `MAX_CONFIG_BYTES` each, use at most `MAX_YAML_ALIASES` aliases and expand to at most `MAX_YAML_NODES` values (an
+  "anchor bomb" of nested aliases expands to gigabytes while composing; a recursive alias never ends).
 
 The entry points import these from here, never from each other (docs/architecture.md).
 """
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-# Hydra flags that take a value as the next argument (the value is not an override)
-FLAGS_WITH_VALUE = {
-    "--cfg",
-    "-c",
-    "--package",
-    "-p",
-    "--config-name",
-    "-cn",
-    "--config-path",
-    "-cp",
-    "--config-dir",
-    "-cd",
-    "--info",
-    "-i",
-    "--experimental-rerun",
-}
+from hacrl_exp.errors import ConfigError
+
+MAX_CONFIG_BYTES = 1 << 20
+MAX_YAML_ALIASES = 100
+
+
+def parse_arguments(argv: list[str]) -> argparse.Namespace:
+    """argv read by Hydra's parser (overrides, config_dir, config_path, multirun, cfg, ...); ConfigError when Hydra
+    would refuse it."""
+    from hydra._internal.utils import get_args_parser
+
+    parser = get_args_parser()
+
+    def refuse(message: str) -> None:
+        raise ConfigError(
+            f"the arguments cannot be read: {message}; Hydra's flags (--config-dir, -m, --cfg, ...) go before or "
+            "after all key=value overrides, not between them"
+        )
+
+    parser.error = refuse  # argparse would print its usage and exit
+    return parser.parse_args(argv)
 
 
 def overrides_of(argv: list[str]) -> list[str]:
     """The key=value overrides of a Hydra command line, without its flags and their values."""
-    out, skip = [], False
-    for arg in argv:
-        if skip:
-            skip = False
-        elif arg.startswith("-"):
-            skip = arg in FLAGS_WITH_VALUE
-        else:
-            out.append(arg)
-    return out
+    return list(parse_arguments(argv).overrides or [])
 
 
 def config_dirs_of(argv: list[str]) -> list[str]:
     """--config-dir folders as a hydra.searchpath override, so preflight finds their groups (e.g. best_alpha)."""
-    dirs = [b for a, b in zip(argv, argv[1:]) if a in ("--config-dir", "-cd")]
-    dirs += [a.split("=", 1)[1] for a in argv if a.startswith(("--config-dir=", "-cd="))]
-    return [f"hydra.searchpath=[{','.join(repr(f'file://{Path(d).resolve()}') for d in dirs)}]"] if dirs else []
+    folder = parse_arguments(argv).config_dir
+    return [f"hydra.searchpath=[{repr(f'file://{Path(folder).resolve()}')}]"] if folder else []
+
+
+def config_folders(argv: list[str]) -> list[Path]:
+    """The folders of config files a command line brings in: --config-dir, --config-path and hydra.searchpath's
+    file:// entries."""
+    arguments = parse_arguments(argv)
+    folders = [Path(f) for f in (arguments.config_dir, arguments.config_path) if f]
+    for override in arguments.overrides or []:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key == "hydra.searchpath":
+            folders += [Path(v.strip(" '\"")[len("file://") :]) for v in value.strip("[]").split(",") if "file://" in v]
+    return folders
+
+
+def check_config_files(argv: list[str]) -> None:
+    """ConfigError naming the file when a YAML file of `config_folders(argv)` holds over MAX_CONFIG_BYTES, more than
+    MAX_YAML_ALIASES aliases, a recursive alias, or expands to more than MAX_YAML_NODES nodes. YAML's composer builds
+    the node graph with each alias shared, so nothing is expanded while checking."""
+    for folder in config_folders(argv):
+        for path in sorted(folder.rglob("*.y*ml")) if folder.is_dir() else []:
+            problem = yaml_file_problem(path)
+            if problem:
+                raise ConfigError(f"{path}: {problem}; write the values out, or split the file")
+
+
+def yaml_file_problem(path: Path) -> str | None:
+    """Why a config file is refused (module docstring), or None."""
+    import yaml
+
+    size = path.stat().st_size
+    if size > MAX_CONFIG_BYTES:
+        return f"{size} bytes, over the {MAX_CONFIG_BYTES} (1 MiB) a config file may hold"
+    text = path.read_text(errors="replace")
+    try:
+        aliases = sum(isinstance(token, yaml.AliasToken) for token in yaml.scan(text))
+        if aliases > MAX_YAML_ALIASES:
+            return f"{aliases} YAML aliases (*name), over the {MAX_YAML_ALIASES} a config file may use"
+        for document in yaml.compose_all(text):
+            if document is not None and _expanded(document, {}, set()) > MAX_YAML_NODES:
+                return f"its aliases expand to over {MAX_YAML_NODES} values"
+    except yaml.YAMLError:
+        return None  # a syntax error: composing names its line
+    except (RecursionError, _Recursive) as exc:
+        return "a recursive alias (an anchor used inside itself)" if isinstance(exc, _Recursive) else "nested too deep"
+    return None
+
+
+MAX_YAML_NODES = 100_000
+
+
+class _Recursive(Exception):
+    """An alias inside the node it names."""
+
+
+def _expanded(node, sizes: dict[int, int], open_nodes: set[int]) -> int:
+    """Values `node` stands for once every alias is expanded (each shared node counted once, then reused)."""
+    import yaml
+
+    key = id(node)
+    if key in sizes:
+        return sizes[key]
+    if key in open_nodes:
+        raise _Recursive
+    open_nodes.add(key)
+    total = 1
+    if isinstance(node, yaml.MappingNode):
+        for name, value in node.value:
+            total += _expanded(name, sizes, open_nodes) + _expanded(value, sizes, open_nodes)
+            if total > MAX_YAML_NODES:
+                break
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            total += _expanded(item, sizes, open_nodes)
+            if total > MAX_YAML_NODES:
+                break
+    open_nodes.discard(key)
+    sizes[key] = total
+    return total

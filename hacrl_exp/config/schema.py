@@ -34,8 +34,13 @@ class ModelConfig:
     """Weights' dtype: float32 | bfloat16 | float16. bfloat16 weights with AdamW lose updates below bf16's
     resolution; for full fine-tuning prefer float32 weights with compute_dtype=bfloat16 (docs/gpu.md)."""
     compute_dtype: Optional[str] = None
-    """bfloat16: forward and backward run under torch.autocast in bf16 (mixed precision: float32 master weights
-    and AdamW state when dtype=float32); None: compute in the weights' dtype. Log-probs are float32 either way."""
+    """bfloat16: forward and backward run in bf16 (mixed precision: float32 master weights and AdamW state when
+    dtype=float32, see mixed_precision); None: compute in the weights' dtype. Log-probs are float32 either way."""
+    mixed_precision: str = "master"
+    """How dtype=float32 with compute_dtype=bfloat16 trains. master: the model's weights are bf16, AdamW steps
+    float32 master copies and accumulates gradients in float32 (as FSDP2's MixedPrecisionPolicy, Megatron-LM,
+    ZeRO); a sharded agent keeps float32 shards and FSDP2 gathers them in bf16. autocast: float32 weights under
+    torch.autocast (every forward casts them to bf16)."""
     gradient_checkpointing: bool = False
     """Recompute each decoder layer's activations in the backward pass (less memory, ~1/3 more compute)."""
     trust_remote_code: bool = False
@@ -210,6 +215,9 @@ class RolloutConfig:
     sample_stream: str = "agent"
     """agent: one torch stream per agent draws for the whole batch | row: each row its own stream, so a row's sample
     does not depend on batching and a sharded agent generates data-parallel over its ranks (hf only)."""
+    hf_cache: str = "dynamic"
+    """hf backend's KV cache: dynamic | static (transformers compiles the decoding steps with CUDA graphs on CUDA;
+    the first call of each shape pays the compilation; eager elsewhere)."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     """Engine settings used when backend=vllm."""
 
@@ -218,8 +226,9 @@ class RolloutConfig:
 class TrainerConfig:
     steps: int = field(default=100, metadata=rng(1, 10_000_000))
     prompts_per_step: int = field(default=16, metadata=rng(1, 1_000_000))
-    group_size: int = field(default=8, metadata=rng(2, 100_000))
-    """G: responses per prompt per agent (GSPO×2 doubles it)."""
+    group_size: int = field(default=8, metadata=rng(2, 4096))
+    """G: responses per prompt per agent (GSPO×2 doubles it). At most 4096, far above published settings (8–64); the
+    memory check (trainer.resources) counts the prompts × G rows of a step and their tokens."""
     minibatches_per_block: int = field(default=2, metadata=rng(1, 100_000))
     """Optimizer updates per block of prompts·G rows: a learner with N blocks makes N× that many (spec §1.6)."""
     micro_batch_size: int = field(default=64, metadata=rng(1, 1_000_000))

@@ -27,6 +27,7 @@ CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trai
     "model.source": ("tiny", "pretrained"),
     "model.arch": ("opt", "gpt2", "llama"),
     "model.dtype": ("float32", "bfloat16", "float16"),
+    "model.mixed_precision": ("master", "autocast"),
     "tokenizer.kind": ("char", "bpe", "pretrained"),
     "algorithm.kl_aggregation": ("seq_mean_token_mean", "token_mean"),
     "algorithm.capability_scope": ("batch", "category"),
@@ -34,6 +35,7 @@ CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trai
     "task.grader_forms": ("requested", "value"),  # hacrl_exp.rewards.FORMS (a test holds them equal)
     "rollout.backend": ("hf", "vllm"),
     "rollout.sample_stream": ("agent", "row"),
+    "rollout.hf_cache": ("dynamic", "static"),
     "tracking.backend": ("mlflow", "none"),
     "executor.backend": ("local", "ray"),
 }
@@ -175,6 +177,8 @@ def _check_choices(config: Config) -> None:
         check(f"agents.members.{name}.model.source", agent.model.source, CHOICES["model.source"])
         check(f"agents.members.{name}.model.arch", agent.model.arch, CHOICES["model.arch"])
         check(f"agents.members.{name}.model.dtype", agent.model.dtype, CHOICES["model.dtype"])
+        mode = agent.model.mixed_precision
+        check(f"agents.members.{name}.model.mixed_precision", mode, CHOICES["model.mixed_precision"])
         check(f"agents.members.{name}.tokenizer.kind", agent.tokenizer.kind, CHOICES["tokenizer.kind"])
     for key, allowed in CHOICES.items():
         group, leaf = key.split(".")
@@ -188,6 +192,10 @@ def _check_choices(config: Config) -> None:
 DEVICE = re.compile(r"auto|cpu|mps|cuda(:\d+)?")
 AGENT_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 """Agent names become folder, file and MLflow metric names: letters, digits, _ and - only."""
+TAG_KEY = re.compile(r"[A-Za-z0-9_.-]{1,64}(/[A-Za-z0-9_.-]{1,64}){0,3}")
+"""MLflow tag keys: like agent names, plus '.' and '/' between parts (alpha/<learner>_from_<source>); no '.' or '..'
+part (MLflow refuses a key that leaves its folder) and no `mlflow.` prefix (MLflow's own tags)."""
+MAX_TAG_VALUE = 5000
 
 
 def _check_device_present(key: str, device: str) -> None:
@@ -252,6 +260,22 @@ def _check_sharding(config: Config, key: str, agent) -> None:
         )
 
 
+def _check_tags(tags: dict[str, str]) -> None:
+    """tracking.tags: keys as `TAG_KEY`, values printable and at most MAX_TAG_VALUE characters."""
+    for key, value in tags.items():
+        parts = str(key).split("/")
+        if not TAG_KEY.fullmatch(str(key)) or {".", ".."} & set(parts) or str(key).startswith("mlflow."):
+            raise ConfigError(
+                f"tracking.tags.{key}: a tag key may hold only letters, digits, _, - and ., in up to 4 parts joined by "
+                "/ (no . or .. part, no mlflow. prefix); rename it"
+            )
+        text = str(value)
+        if len(text) > MAX_TAG_VALUE or not text.isprintable():
+            raise ConfigError(
+                f"tracking.tags.{key}: a tag value must be printable text of at most {MAX_TAG_VALUE} characters"
+            )
+
+
 def looks_like_local_path(path: str) -> bool:
     """A hub id is 'org/name' or 'name'; anything absolute, relative-dotted or deeper is a filesystem path."""
     return path.startswith(("/", ".", "~")) or path.count("/") > 1 or os.sep != "/" and os.sep in path
@@ -277,6 +301,7 @@ def _check_semantics(config: Config) -> None:
             f"task.grader_forms={task.grader_forms} applies to task=math with task.reward=math_verify only; {why}. "
             "Drop the override"
         )
+    _check_tags(config.tracking.tags)
     if config.task.name == "arithmetic" and not config.task.tiers:
         raise ConfigError(f"task.tiers is empty; list at least one of {list(ARITHMETIC_TIERS)}, e.g. task.tiers=[add2]")
     for name, agent in members.items():

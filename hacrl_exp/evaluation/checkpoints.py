@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from hacrl_exp.agents.manifest import checkpoint_problem
+from hacrl_exp.agents.manifest import checkpoint_problem, model_folder_problem
 from hacrl_exp.errors import ConfigError
 
 log = logging.getLogger(__name__)
@@ -91,11 +91,19 @@ def resolve_checkpoints(paths: Sequence[str], agents: Sequence[str] | None = Non
         key = f"checkpoints[{i}]={str(raw)!r}"
         if not path.exists():
             raise ConfigError(f"{key} does not exist")
+        unpublished = next((p for p in (path, *path.parents) if p.name.startswith(".tmp_step_")), None)
+        if unpublished is not None:  # trainer.checkpoint.save_checkpoint's folder before the rename that publishes it
+            raise ConfigError(
+                f"{key} is in {unpublished.name}, a checkpoint that was never completed (left by a crash while it was "
+                "written); give a published step_* folder or the run folder"
+            )
         if is_model_dir(path):
             step_dir = path.parent.parent if path.parent.name == "agents" else None
-            problem = checkpoint_problem(step_dir) if step_dir and (step_dir / "state.json").is_file() else None
+            in_checkpoint = step_dir is not None and (step_dir / "state.json").is_file()
+            problem = checkpoint_problem(step_dir) if in_checkpoint else model_folder_problem(path)
             if problem:
-                raise ConfigError(f"{key} is in a damaged checkpoint: {problem}; give an intact one")
+                where = "in a damaged checkpoint" if in_checkpoint else "a damaged model folder"
+                raise ConfigError(f"{key} is {where}: {problem}; give an intact one")
             step, run_ids = _step_of(step_dir) if step_dir else (None, {})
             run_dir = step_dir.parent.parent if step_dir and step_dir.parent.name == "checkpoints" else None
             found.append(AgentCheckpoint(path, path.name, step, run_dir, run_ids))

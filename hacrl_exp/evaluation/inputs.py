@@ -6,13 +6,12 @@ so a typo never waits for torch to import. Every error is one ConfigError line n
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from hacrl_exp.config.evaluate_schema import EvaluateConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.evaluation.checkpoints import resolve_checkpoints
 from hacrl_exp.evaluation.data import data_folder
 from hacrl_exp.evaluation.spec import load_benchmark
+from hacrl_exp.paths import check_output
 from hacrl_exp.tracking.store import check_store
 
 
@@ -37,6 +36,6 @@ def check_inputs(config: EvaluateConfig) -> None:
     if config.data_dir is not None:
         data_folder(config.data_dir)
     resolve_checkpoints(config.checkpoints, config.agents)
-    if config.output_dir is not None and Path(config.output_dir).exists() and not Path(config.output_dir).is_dir():
-        raise ConfigError(f"output_dir={config.output_dir} is a file, not a folder; give a new folder")
+    if config.output_dir is not None:  # not a file or device, a symlink only with --follow-symlinks, writable
+        check_output(config.output_dir, "output_dir")
     check_store(config.tracking)  # at most 10 s, one line naming tracking.uri or MLFLOW_TRACKING_URI

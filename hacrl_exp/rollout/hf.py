@@ -1,5 +1,14 @@
 """transformers `generate` rollout backend: batched, left-padded, KV-cached sampling.
 
+Speed (docs/gpu.md; the vLLM backend stays the fast path for real runs):
+  - generation_dtype: an agent whose weights are float32 (mixed precision by autocast) generates from a copy of
+    its weights in bf16, refreshed before the first generation after each optimizer step, instead of casting every
+    weight at every decoding step; an agent whose weights are already bf16 (master weights) generates from them.
+  - cache="static": transformers' static KV cache, whose decoding steps transformers compiles (torch.compile,
+    mode reduce-overhead: CUDA graphs) on CUDA; eager elsewhere.
+  - sort_rows: a call with more rows than max_batch_size generates them sorted by prompt length, so that each chunk
+    left-pads to a width close to its rows', and returns them in the given order.
+
 Two sources of randomness (rollout.sample_stream):
   - agent (default): `generate(do_sample=True)` draws from the agent's torch stream, one draw per step for the whole
     batch, so a row's sample depends on the rows it is batched with;
@@ -10,6 +19,7 @@ Two sources of randomness (rollout.sample_stream):
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Sequence
 
 import numpy as np
@@ -27,6 +37,7 @@ from hacrl_exp.faults import crash_point
 from hacrl_exp.rollout.base import Rollouts, SamplingSettings, compute_device
 
 SAMPLE_STREAMS = ("agent", "row")
+CACHES = ("dynamic", "static")
 
 
 def left_pad(
@@ -92,10 +103,23 @@ class RowSampler(LogitsProcessor):
         return torch.full_like(scores, -torch.inf).scatter_(1, drawn, 0.0)
 
 
+def low_precision_copy(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.Module:
+    """A frozen copy of `model` whose floating parameters are `dtype` (buffers as they are), built without a
+    full-precision intermediate copy; without the autocast forward of agents.precision (its weights are `dtype`)."""
+    memo = {
+        id(p): torch.nn.Parameter(p.detach().to(dtype) if p.is_floating_point() else p.detach(), requires_grad=False)
+        for p in model.parameters()
+    }
+    clone = copy.deepcopy(model, memo)
+    clone.__dict__.pop("forward", None)  # an instance-bound autocast forward (agents.precision.enable_autocast)
+    return clone.eval()
+
+
 class HFRolloutEngine:
     """Samples with the agent's own (training) model through `model.generate`.
 
-    sample_stream: 'agent' or 'row' (module docstring)."""
+    sample_stream: 'agent' or 'row'; generation_dtype, cache, sort_rows: the speed options (module docstring).
+    optimizer: the agent's, whose steps make the low-precision copy stale."""
 
     def __init__(
         self,
@@ -103,14 +127,46 @@ class HFRolloutEngine:
         tokenizer: PreTrainedTokenizerBase,
         max_batch_size: int = 256,
         sample_stream: str = "agent",
+        generation_dtype: torch.dtype | None = None,
+        optimizer: torch.optim.Optimizer | None = None,
+        cache: str = "dynamic",
+        sort_rows: bool = False,
     ):
         if tokenizer.eos_token_id is None:
             raise ValueError("tokenizer has no EOS token; set tokenizer.eos_token")
         if sample_stream not in SAMPLE_STREAMS:
             raise ValueError(f"sample_stream={sample_stream!r} is not one of {SAMPLE_STREAMS}")
+        if cache not in CACHES:
+            raise ValueError(f"cache={cache!r} is not one of {CACHES}")
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
-        self.sample_stream = sample_stream
+        self.sample_stream, self.cache, self.sort_rows = sample_stream, cache, sort_rows
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        weights_dtype = next(model.parameters()).dtype
+        self.generation_dtype = generation_dtype if generation_dtype not in (None, weights_dtype) else None
+        self._copy: torch.nn.Module | None = None
+        self._stale = True
+        if self.generation_dtype is not None and optimizer is not None:
+            optimizer.register_step_post_hook(lambda *_: self.mark_stale())
+
+    def mark_stale(self) -> None:
+        """The training weights changed: refresh the low-precision copy before the next generation."""
+        self._stale = True
+
+    def drop_copy(self) -> None:
+        """Generate from the training model itself from now on (an agent about to be sharded: FSDP gathers it)."""
+        self.generation_dtype, self._copy = None, None
+
+    def generation_model(self) -> torch.nn.Module:
+        """The model `generate` runs: the training model, or its low-precision copy, refreshed if stale."""
+        if self.generation_dtype is None:
+            return self.model
+        if self._copy is None:
+            self._copy, self._stale = low_precision_copy(self.model, self.generation_dtype), False
+        elif self._stale:
+            with torch.no_grad():
+                torch._foreach_copy_(list(self._copy.parameters()), list(self.model.parameters()))
+            self._stale = False
+        return self._copy
 
     def _generation_config(self, sampling: SamplingSettings, drawn_by_rows: bool = False) -> GenerationConfig:
         kwargs = dict(
@@ -121,6 +177,8 @@ class HFRolloutEngine:
         )
         if kwargs["do_sample"]:
             kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=max(sampling.top_k, 0))
+        if self.cache == "static":
+            kwargs["cache_implementation"] = "static"
         return GenerationConfig(**kwargs)
 
     def row_seeds(self, count: int, sampling: SamplingSettings) -> list[int] | None:
@@ -147,30 +205,33 @@ class HFRolloutEngine:
         width: int | None = None,
     ) -> Rollouts:
         """One response per prompt row, in max_batch_size chunks. seeds: per-row generator seeds (`RowSampler`);
-        None samples from the torch stream in use (or decodes greedily). width: left-pad every chunk to it."""
+        None samples from the torch stream in use (or decodes greedily). width: left-pad every chunk to it.
+        With sort_rows and more than one chunk, the chunks take the rows in order of prompt length."""
         config = self._generation_config(sampling, seeds is not None)
-        device = compute_device(self.model)
-        was_training = self.model.training
-        self.model.eval()
-        responses, finished = [], []
+        model = self.generation_model()
+        device = compute_device(model)
+        was_training = model.training
+        model.eval()
+        order = list(range(len(rows)))
+        if self.sort_rows and len(rows) > self.max_batch_size:
+            order.sort(key=lambda r: len(rows[r]))  # stable: equal lengths keep their order
+        responses, finished = [None] * len(rows), [False] * len(rows)
         for start in range(0, len(rows), self.max_batch_size):
-            chunk = rows[start : start + self.max_batch_size]
-            ids, mask = left_pad(chunk, self.pad_id, device, width)
+            picked = order[start : start + self.max_batch_size]
+            ids, mask = left_pad([rows[r] for r in picked], self.pad_id, device, width)
             drawn = {}
             if seeds is not None:
-                sampler = RowSampler(seeds[start : start + len(chunk)], sampling)
+                sampler = RowSampler([seeds[r] for r in picked], sampling)
                 drawn = {"logits_processor": LogitsProcessorList([sampler])}
             # synced_gpus=False: transformers would sync every decoding step of an FSDP-managed model with its
             # peers, but a sharded agent generates on gathered weights (agents.sharding.gathered), each rank alone
             # and on its own rows (RankSlicedEngine), so the ranks' call and step counts may differ
-            out = self.model.generate(
+            out = model.generate(
                 input_ids=ids, attention_mask=mask, generation_config=config, synced_gpus=False, **drawn
             )
             crash_point("generate")  # fault-injection hook (hacrl_exp.faults); a no-op unless HACRL_CRASH_AT is set
-            for continuation in out[:, ids.shape[1] :].tolist():
-                tokens, done = split_response(continuation, self.tokenizer.eos_token_id, self.pad_id)
-                responses.append(tokens)
-                finished.append(done)
-        self.model.train(was_training)
+            for r, continuation in zip(picked, out[:, ids.shape[1] :].tolist()):
+                responses[r], finished[r] = split_response(continuation, self.tokenizer.eos_token_id, self.pad_id)
+        model.train(was_training)
         texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
         return Rollouts(prompt_ids=list(rows), response_ids=responses, texts=texts, finished=finished)

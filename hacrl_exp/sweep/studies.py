@@ -9,7 +9,6 @@ to it (learner, metric, pruner), so a job needs only the storage URL, the study 
 from __future__ import annotations
 
 import functools
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from optuna.trial import FrozenTrial, TrialState
 
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.graph import Edge
+from hacrl_exp.paths import replace_atomic
 from hacrl_exp.sweep.settings import SweepSettings, make_pruner
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -173,9 +173,7 @@ class EdgeStudies:
         body = OmegaConf.to_yaml({"agents": {"members": members}})
         path = folder / "best_alpha" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text("\n".join(header) + "\n" + body)
-        os.replace(tmp, path)
+        replace_atomic(path, lambda tmp: tmp.write_text("\n".join(header) + "\n" + body))  # a regular file only
         return path
 
     def table(self) -> str:

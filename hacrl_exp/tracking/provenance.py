@@ -94,9 +94,10 @@ def log_datasets(client, run_ids: Sequence[str], datasets: Sequence[tuple[object
 
 
 def logged_model_names(client, run_id: str) -> set[str]:
-    """Names of the models a run has logged (its model outputs)."""
+    """Names of the complete (READY) models a run has logged: one a killed process left PENDING is logged again."""
     outputs = client.get_run(run_id).outputs
-    return {client.get_logged_model(o.model_id).name for o in (outputs.model_outputs if outputs else [])}
+    models = [client.get_logged_model(o.model_id) for o in (outputs.model_outputs if outputs else [])]
+    return {m.name for m in models if str(m.status).endswith("READY")}
 
 
 def log_agent_model(

@@ -18,8 +18,9 @@ from __future__ import annotations
 import logging
 import os
 import re
+import shlex
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 from hacrl_exp.config.schema import TrackingConfig
 from hacrl_exp.faults import crash_point
 from hacrl_exp.tracking.names import EXPERIMENT_KIND, EXPERIMENT_NOTE, agent_run_name, model_name
-from hacrl_exp.tracking.store import artifact_location, default_uri
+from hacrl_exp.tracking.store import artifact_location, quiet_mlflow_logging, store_location
 from hacrl_exp.tracking.views import runs_link, write_views
 
 log = logging.getLogger(__name__)
@@ -82,7 +83,8 @@ def ui_hint(uri: str, experiment_id: str) -> str:
         base = urlunsplit((server.scheme, netloc, server.path.rstrip("/"), "", ""))
         return f"MLflow: {runs_link(base, experiment_id)}"
     link = runs_link("http://127.0.0.1:5000", experiment_id)
-    start = f"python -m hacrl_exp.ui --store {uri} (or mlflow ui --backend-store-uri {uri} --host 127.0.0.1)"
+    store = shlex.quote(uri)  # a path with spaces stays one argument
+    start = f"python -m hacrl_exp.ui --store {store} (or mlflow ui --backend-store-uri {store} --host 127.0.0.1)"
     return f"MLflow: {start}, then {link}"
 
 
@@ -126,8 +128,9 @@ class MlflowTracker:
         import mlflow
         from mlflow.tracking import MlflowClient
 
-        self.uri = cfg.uri or default_uri()
-        self.retry_s, self.down = cfg.retry_s, False
+        self.uri = store_location(cfg).uri  # parsed once, strictly: what the checkpoint records, what `ui_hint` shows
+        self.retry_s, self.down, self.closed, self.recreated = cfg.retry_s, False, False, False
+        quiet_mlflow_logging()
         if self.uri.startswith("http"):  # MLflow's default retries stall a step for minutes; we retry ourselves
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
@@ -137,6 +140,15 @@ class MlflowTracker:
         self.pending: dict[str, list] = {}
         self.logged: dict[str, dict[str, int]] = {}
         self.system_metrics = None
+        missing = self._missing_runs(run_ids or {})
+        if missing:  # a new store, or a moved one: the runs are made again here
+            log.warning(
+                "MLflow store %s does not hold this run's runs (%s): creating them again there; the run's history is "
+                "replayed from metrics.jsonl",
+                self.uri,
+                ", ".join(missing),
+            )
+            run_ids, self.recreated = None, True
         if run_ids:  # resume: continue the same runs instead of making new ones
             self.run_ids = dict(run_ids)
             for run_id in self.run_ids.values():
@@ -184,6 +196,20 @@ class MlflowTracker:
             self.client.set_experiment_tag(experiment_id, "mlflow.note.content", EXPERIMENT_NOTE)
         write_views(self.client, experiment_id, agents, found_tags)
         return experiment_id
+
+    def _missing_runs(self, run_ids: dict[str, str]) -> list[str]:
+        """The run ids (of a checkpoint) this store does not hold."""
+        from mlflow.exceptions import MlflowException
+
+        missing = []
+        for run_id in run_ids.values():
+            try:
+                self.client.get_run(run_id)
+            except MlflowException as exc:
+                if exc.error_code != "RESOURCE_DOES_NOT_EXIST":
+                    raise
+                missing.append(run_id)
+        return missing
 
     def ui_hint(self) -> str:
         """How to open this experiment's runs in MLflow's UI (`ui_hint`)."""
@@ -344,7 +370,10 @@ class MlflowTracker:
             log.warning("could not log %s as an MLflow model (%s: %s)", folder, type(exc).__name__, exc)
 
     def close(self, status: str = "FINISHED") -> None:
-        """Flush, then mark every run `status`; a store still down leaves them RUNNING, with a warning."""
+        """Flush, then mark every run `status`; a store still down leaves them RUNNING, with a warning. Once only."""
+        if self.closed:
+            return
+        self.closed = True
         if self.system_metrics is not None:
             self.system_metrics.finish()
             self.system_metrics = None
@@ -363,21 +392,21 @@ class MlflowTracker:
 def create_stores(configs) -> None:
     """Create the MLflow stores of these (job) configs before jobs start side by side: two processes creating the
     same new sqlite store at once break MLflow's schema migration (seen: 'duplicate column name: step')."""
-    uris = {c.tracking.uri or default_uri() for c in configs if c.tracking.backend == "mlflow"}
+    uris = {store_location(c.tracking).uri for c in configs if c.tracking.backend == "mlflow"}
     if uris:
         from mlflow.tracking import MlflowClient
 
-        # MLflow's INFO lines on creating a new store's tables are not news, and an error that exits with code 2
-        # later (one Ray cannot place, ...) must stay one line on stderr
-        logging.getLogger("mlflow.store.db.utils").setLevel(logging.WARNING)
+        quiet_mlflow_logging()
 
         for uri in sorted(uris):
             MlflowClient(uri).search_experiments(max_results=1)
 
 
-def close_running_runs(uri: str, experiment: str, tags: dict[str, str]) -> int:
-    """Mark KILLED every RUNNING run of `experiment` that carries all `tags` (runs of a killed process, which
-    cannot close themselves); returns how many."""
+def close_running_runs(
+    uri: str, experiment: str, tags: dict[str, str], status: str = "KILLED", keep: Collection[str] = ()
+) -> int:
+    """Mark `status` every RUNNING run of `experiment` that carries all `tags`, but those in `keep` (runs of a killed
+    process, which cannot close themselves, or of a job that failed while creating them); returns how many."""
     from mlflow.tracking import MlflowClient
 
     client = MlflowClient(uri)
@@ -386,6 +415,7 @@ def close_running_runs(uri: str, experiment: str, tags: dict[str, str]) -> int:
         return 0
     conditions = [f"tags.`{key}` = '{value}'" for key, value in tags.items()] + ["attributes.status = 'RUNNING'"]
     runs = client.search_runs([found.experiment_id], filter_string=" and ".join(conditions))
+    runs = [run for run in runs if run.info.run_id not in keep]
     for run in runs:
-        client.set_terminated(run.info.run_id, status="KILLED")
+        client.set_terminated(run.info.run_id, status=status)
     return len(runs)

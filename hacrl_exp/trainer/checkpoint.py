@@ -28,6 +28,7 @@ from hacrl_exp.agents.agent import Agent, save_agent
 from hacrl_exp.agents.lora import is_lora, load_adapter
 from hacrl_exp.agents.manifest import checkpoint_problem, write_manifest
 from hacrl_exp.faults import crash_point
+from hacrl_exp.paths import check_free_space, output_error, replace_atomic, size_of
 
 LATEST = "latest"
 
@@ -39,25 +40,10 @@ def _fsync_tree(folder: Path) -> None:
                 os.fsync(handle.fileno())
 
 
-def _fsync_dir(folder: Path) -> None:
-    """Make a rename inside `folder` durable across a power cut (a kill -9 needs no more than the rename)."""
-    if hasattr(os, "O_DIRECTORY"):
-        handle = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(handle)
-        finally:
-            os.close(handle)
-
-
 def write_text_atomic(path: Path, text: str) -> None:
-    """Write a small file via a temp file and os.replace, so readers see old or new content, never half."""
-    tmp = path.with_name(path.name + ".tmp")
-    with open(tmp, "w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    """Write a small file via a temp file and os.replace, so readers see old or new content, never half; only a
+    regular file is ever replaced (`hacrl_exp.paths.replace_atomic`)."""
+    replace_atomic(path, lambda tmp: tmp.write_text(text))
 
 
 def save_checkpoint(
@@ -71,12 +57,24 @@ def save_checkpoint(
     final = root / f"step_{step:06d}"
     tmp = root / f".tmp_step_{step:06d}"
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
-    write_agents(tmp)
-    torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
-    (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=1))
-    write_manifest(tmp)
-    _fsync_tree(tmp)
+    then = f"then resume with trainer.resume={root.parent}"
+    published = sorted(root.glob("step_*"))
+    if published:  # the next checkpoint is about the size of the last one; the kept ones stay until it is published
+        needed, what = size_of(published[-1]), f"checkpoint {step} (the size of {published[-1].name})"
+        check_free_space(root, needed, what, f"free space, {then}")
+    try:
+        tmp.mkdir()
+        write_agents(tmp)
+        torch.save({"torch": torch.get_rng_state()}, tmp / "rng.pt")
+        (tmp / "state.json").write_text(json.dumps({**state, "step": step}, indent=1))
+        write_manifest(tmp)
+        _fsync_tree(tmp)
+    except (OSError, RuntimeError) as exc:  # torch reports a full disk as RuntimeError("... unexpected pos ...")
+        error = output_error(exc, tmp, then)
+        shutil.rmtree(tmp, ignore_errors=True)  # the previous checkpoint stays the latest
+        if error is None:
+            raise
+        raise error from None
     crash_point("checkpoint")  # fault-injection hook (hacrl_exp.faults): files written, not yet published
     shutil.rmtree(final, ignore_errors=True)
     os.rename(tmp, final)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import signal
+import sys
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -27,6 +28,7 @@ from hacrl_exp.algo import get_algorithm
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import NumericsError, RunInterrupted
 from hacrl_exp.graph import graph_from_config
+from hacrl_exp.paths import output_error
 from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.rows import skipped_row_metrics
 from hacrl_exp.tracking import open_job
@@ -59,6 +61,23 @@ def job_datasets(config: Config, task, eval_set: list) -> list[tuple[str, list, 
     return datasets
 
 
+def close_on_error(tracker, kind: type[BaseException] | None) -> bool:
+    """On the way out of a failed run (any exception once its MLflow runs exist): mark them KILLED for a signal, else
+    FAILED, unless the run closed them itself. Never swallows the exception."""
+    if kind is not None and not getattr(tracker, "closed", False):
+        tracker.close("KILLED" if issubclass(kind, (KeyboardInterrupt, RunInterrupted)) else "FAILED")
+    return False
+
+
+def finished_note(plan: RunPlan, step: int, steps: int) -> str:
+    """The line a resume of a finished run prints: nothing is trained again, and what it still does."""
+    return (
+        f"trainer.resume={plan.output_dir}: the run already finished at step {step} (trainer.steps={steps}); nothing "
+        "is trained. Its summary is rewritten, metrics and models the store lacks are sent (none twice); raise "
+        "trainer.steps to train on"
+    )
+
+
 def is_bad_step(metrics: dict[str, float]) -> bool:
     """True when a learner skipped every update that had a gradient (NaN/inf), and there was at least one."""
     skipped = metrics["train/skipped_updates"]
@@ -76,17 +95,18 @@ def train(config: Config, output_dir: Path, on_evaluate: EvalHook | None = None)
     an intact checkpoint of the same config. The run folder is locked while training. SIGINT/SIGTERM end the run
     after the current step and a checkpoint, raising RunInterrupted.
     """
-    config, plan = prepare_run(config, Path(output_dir))  # a resume logs to its run's store, wherever launched
     task = build_task(config.task)
     try:
-        with RunLock(plan.output_dir), StopRequests() as stop, ExitStack() as cleanup:
+        config, plan = prepare_run(config, Path(output_dir), task)  # a resume logs to its run's recorded store
+        with RunLock(plan.output_dir), StopRequests(plan.output_dir) as stop, ExitStack() as cleanup:
             if plan.checkpoint is None:
                 check_new_run_folder(plan.output_dir)  # again under the lock: another process may have started
             return _train(config, plan, task, on_evaluate, cleanup, stop)
-    except KeyboardInterrupt:
-        raise RunInterrupted(
-            f"stopped at once; resume from the last checkpoint with trainer.resume={plan.output_dir}", 130
-        ) from None
+    except OSError as exc:  # a full disk or a denied path in the run folder: one line naming it (paths.output_error)
+        error = output_error(exc, Path(output_dir), f"then resume with trainer.resume={output_dir}")
+        if error is None:
+            raise
+        raise error from None
     finally:
         close = getattr(task, "close", None)  # grader worker processes, if the task has any
         if close is not None:
@@ -123,6 +143,9 @@ def _train(
     eval_set = task.eval_problems()[: trainer.eval_limit or None]
     # names, tags, the params that apply, provenance, the config and the data: docs/tracking.md
     tracker = open_job(config, params, output_dir, run_ids, lambda: job_datasets(config, task, eval_set))
+    cleanup.push(lambda kind, exc, tb: close_on_error(tracker, kind))  # the runs exist: a failure marks them FAILED
+    if checkpoint is not None and start_step >= trainer.steps:
+        print(finished_note(plan, start_step, trainer.steps), file=sys.stderr)
     if checkpoint is None:
         write_text_atomic(output_dir / "config.json", json.dumps(params, indent=1))
     else:
@@ -268,7 +291,13 @@ def _train(
     write_text_atomic(output_dir / "summary.json", json.dumps(summary, indent=1))
     if finished and trainer.save_final_models and config.tracking.log_models:
         for name in names:  # a model per agent at the last step, carrying its final metrics (once per run)
+            if stop.signum is not None:  # a signal while logging: the rest are logged when the run is resumed
+                break
             tracker.log_model(final / "agents" / name, name, config.tracking.register_model, step=last_step)
+    if stop.signum is not None:
+        tracker.close("KILLED")
+        how = f"{signal.Signals(stop.signum).name} after training finished at step {last_step}"
+        raise RunInterrupted(f"{how}; resume with trainer.resume={output_dir} to log its models", stop.exit_code)
     if stopped_early is not None:
         tracker.set_tags({"stopped_early": str(stopped_early)})
     tracker.close("FINISHED" if finished or stopped_early is not None else "KILLED")

@@ -12,7 +12,15 @@ from __future__ import annotations
 import psutil
 
 from hacrl_exp.agents.devices import agent_devices
-from hacrl_exp.agents.memory_plan import GIB, AgentMemory, estimate_agent, smallest_world, workload
+from hacrl_exp.agents.memory_plan import (
+    ALLOCATOR_SLACK,
+    GIB,
+    AgentMemory,
+    estimate_agent,
+    smallest_world,
+    with_slack,
+    workload,
+)
 from hacrl_exp.agents.model_shapes import agent_shape
 from hacrl_exp.algo import ALGORITHMS
 from hacrl_exp.config.schema import AgentConfig, Config
@@ -95,7 +103,7 @@ def on_gpus(config: Config, name: str) -> bool:
 def check_placement(config: Config) -> None:
     """Refuse, before any model loads, an agent whose configured world_size / fsdp.offload on GPUs of
     `gpu_bytes(config)` needs more per GPU than they hold (less cluster.headroom_gb): the planner's peaks
-    (`AgentMemory.peaks`), the same numbers `python -m hacrl_exp.plan` prints."""
+    (`AgentMemory.peaks`, plus the allocator's slack), the same numbers `python -m hacrl_exp.plan` prints."""
     total = gpu_bytes(config)
     if total is None:
         return
@@ -109,7 +117,7 @@ def check_placement(config: Config) -> None:
             continue
         world, offload = agent.world_size, agent.fsdp.offload
         peak = max(mem.peaks(world, offload, total))
-        if peak <= usable:
+        if with_slack(peak) <= usable:
             continue
         key = f"agents.members.{name}"
         fit = smallest_world(mem, 4096, total, usable, offload)
@@ -117,7 +125,8 @@ def check_placement(config: Config) -> None:
         if not fit and not offload and smallest_world(mem, 4096, total, usable, True):
             fix = f"{key}.fsdp.offload=true"
         raise ConfigError(
-            f"{key}.world_size={world} (fsdp.offload={str(offload).lower()}) needs {_size(peak)} per GPU, "
+            f"{key}.world_size={world} (fsdp.offload={str(offload).lower()}) needs {_size(with_slack(peak))} per GPU "
+            f"({_size(peak)} peak + {ALLOCATOR_SLACK:.0%} allocator slack), "
             f"the GPUs hold {_size(usable)} usable (cluster.headroom_gb={config.cluster.headroom_gb:g} kept); "
             f"use {fix} (python -m hacrl_exp.plan proposes a placement)"
         )
@@ -125,3 +134,16 @@ def check_placement(config: Config) -> None:
 
 def _size(n: int) -> str:
     return f"{n / GIB:.1f} GiB" if abs(n) >= GIB else f"{n / 2**20:.1f} MiB"
+
+
+def checkpoint_bytes(config: Config) -> int:
+    """About the bytes of one checkpoint of `config`: each agent's weights and optimizer state (the planner's), the
+    part that grows with the models; 0 for an agent whose size is not known before it loads (a hub model)."""
+    total = 0
+    for name, agent in config.agents.members.items():
+        try:
+            mem = agent_memory(config, name, agent)
+        except ConfigError:
+            continue
+        total += mem.weights + mem.optimizer
+    return total

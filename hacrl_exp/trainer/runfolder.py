@@ -21,6 +21,7 @@ from pathlib import Path
 
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.paths import check_free_space, check_output, size_of
 from hacrl_exp.trainer.checkpoint import intact_checkpoint
 
 log = logging.getLogger(__name__)
@@ -74,7 +75,7 @@ def config_params(config: Config) -> dict:
 AGENT_DEFAULTS = {"world_size": "1", "fsdp.offload": "False"}
 """Sharding keys of an agent that are left out of the comparison at these values, so a checkpoint written before
 they existed still resumes. Another value changes the checkpoint's layout (optim/<name>.dcp), so it must stay."""
-ADDED_DEFAULTS = {"rollout.sample_stream": "agent"}
+ADDED_DEFAULTS = {"rollout.sample_stream": "agent", "task.grader_forms": "requested"}
 """Keys added after checkpoints were written, left out of the comparison at the value that behaves as before they
 existed, so those checkpoints still resume. Another value changes what is sampled, so it must stay."""
 
@@ -143,6 +144,7 @@ def plan_run(config: Config, output_dir: Path | None) -> RunPlan:
     trainer = config.trainer
     if not trainer.resume:
         if output_dir is not None:
+            check_output(output_dir, "trainer.output_dir")  # not a file or device, a symlink only if asked; writable
             check_unlocked(output_dir)
             check_new_run_folder(output_dir)
         return RunPlan(output_dir or Path("."))
@@ -168,28 +170,72 @@ def plan_run(config: Config, output_dir: Path | None) -> RunPlan:
             f"trainer.output_dir={trainer.output_dir} is not the run folder of trainer.resume={trainer.resume} "
             f"({run}); drop trainer.output_dir or set it to {run}"
         )
+    check_output(run, "trainer.resume")
     check_unlocked(run)
     state = json.loads((checkpoint / "state.json").read_text())
     check_same_config(config_params(config), state, trainer.resume)
     return RunPlan(run, checkpoint, state)
 
 
-def prepare_run(config: Config, output_dir: Path | None) -> tuple[Config, RunPlan]:
+def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Config, RunPlan]:
     """Every check of a run that writes nothing and loads no model: run folder or resume target (`plan_run`), the
-    tracking store (a resume uses the one its checkpoint recorded, unless tracking.uri is set) and memory.
+    tracking store (a resume uses the one its checkpoint recorded, unless tracking.uri is set; a recorded store that is
+    gone is refused, never created empty), memory, the task's data rows and what they imply for the agents
+    (`check_task`), and the free space for the next checkpoint.
 
-    Returns the config to train with (the recorded store filled in) and the plan.
+    task: the run's task when already built (else one is built here and closed). Returns the config to train with (the
+    recorded store filled in) and the plan.
     """
+    from hacrl_exp.tasks import build_task
     from hacrl_exp.tracking.store import check_store
     from hacrl_exp.trainer.resources import check_memory
+    from hacrl_exp.trainer.validate import check_task
 
     plan = plan_run(config, output_dir)
     recorded = (plan.state or {}).get("tracking_uri")
     if recorded and not config.tracking.uri and "***" not in recorded:
         config = replace(config, tracking=replace(config.tracking, uri=recorded))
+        check_recorded_store(config, recorded)
     check_store(config.tracking)
-    check_memory(config)
+    check_memory(config)  # from the config alone: before the task's data is read (it may be remote)
+    built = task is None
+    task = build_task(config.task) if built else task
+    try:
+        check_task(config, task)
+    finally:
+        if built and hasattr(task, "close"):
+            task.close()
+    if output_dir is not None or plan.checkpoint is not None:  # the run folder is known (not yet Hydra's job folder)
+        check_checkpoint_room(config, plan)
     return config, plan
+
+
+def check_checkpoint_room(config: Config, plan: RunPlan) -> None:
+    """OutputError unless the run folder's file system holds the next checkpoint: the size of the one resumed from, or
+    for a new run the agents' weights and optimizer state (`resources.checkpoint_bytes`)."""
+    from hacrl_exp.trainer.resources import checkpoint_bytes
+
+    if plan.checkpoint is not None:
+        needed, what = size_of(plan.checkpoint), f"the next checkpoint (the size of {plan.checkpoint.name})"
+    else:
+        needed, what = checkpoint_bytes(config), "the first checkpoint (weights and optimizer state)"
+    check_free_space(plan.output_dir, needed, what, "free space or give another trainer.output_dir")
+
+
+def check_recorded_store(config: Config, recorded: str) -> None:
+    """A resume logs to the store its checkpoint recorded; when that sqlite file is gone, refuse (MLflow would create
+    an empty store there) and say how to go on."""
+    from hacrl_exp.tracking.store import store_location
+
+    if config.tracking.backend == "none":
+        return
+    location = store_location(config.tracking)
+    if location.scheme == "sqlite" and location.path is not None and not location.path.is_file():
+        raise ConfigError(
+            f"trainer.resume={config.trainer.resume}: its MLflow store {recorded} is gone (moved or deleted); give "
+            "tracking.uri=<where the store is now> to continue its runs there, or tracking.uri=<a new store> to "
+            "create them again there from metrics.jsonl"
+        )
 
 
 def _in_use(folder: Path, holder: str) -> ConfigError:

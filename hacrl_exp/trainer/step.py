@@ -42,6 +42,7 @@ from hacrl_exp.algo import (
     stepwise_lower_bound,
 )
 from hacrl_exp.faults import crash_point
+from hacrl_exp.trainer.batching import length_bucketed, micro_batches
 from hacrl_exp.trainer.params import LearnerParams
 from hacrl_exp.trainer.rollouts import SharedRollouts, SourceRollouts
 
@@ -69,6 +70,11 @@ class LearnerBatch:
 
     def __len__(self) -> int:
         return len(self.response_ids)
+
+    @property
+    def lengths(self) -> list[int]:
+        """Tokens of each row, prompt + response (what a micro-batch pads to)."""
+        return [len(p) + len(r) for p, r in zip(self.prompt_ids, self.response_ids)]
 
     def on_device(self, rows: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, ...]:
         """(advantages, is_self, old_mean_logp, loss_weight, alpha) of `rows`, on the model's device."""
@@ -143,7 +149,7 @@ def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list
     ratios = torch.full((len(batch),), math.nan, dtype=torch.float64)  # NaN: row not run
     weights = torch.full((len(batch),), math.nan, dtype=torch.float64)
     in_window = torch.zeros(len(batch), dtype=torch.bool)
-    trainable = [p for p in agent.model.parameters() if p.requires_grad]
+    trainable = [p for group in agent.optimizer.param_groups for p in group["params"]]  # i25: float32 masters
     clamp = params.objective_params.log_ratio_clamp
     stats: dict[str, list[float]] = defaultdict(list)
     skipped = empty = 0
@@ -157,7 +163,7 @@ def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list
         finite = True  # NaN/inf in new or old log-probs or the loss (the clamps would hide an inf ratio)
         # 5 LOSS
         run = torch.arange(mb.start, mb.stop)[run_rows[mb.start : mb.stop]]
-        for rows in run.split(params.micro_batch_size) if len(run) else ():
+        for rows in micro_batches(run, batch.lengths, params.micro_batch_size, length_bucketed(agent.model)):  # i25
             prompt_ids, response_ids = [batch.prompt_ids[r] for r in rows], [batch.response_ids[r] for r in rows]
             logp, mask = response_logprobs(agent.model, prompt_ids, response_ids, agent.pad_id, batch.temperature)
             adv, is_self, old_mean, rho, alpha = batch.on_device(rows, logp.device)  # the one move to the device

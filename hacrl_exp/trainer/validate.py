@@ -9,6 +9,8 @@ error is one ConfigError line naming the key, the value and the fix.
 
 from __future__ import annotations
 
+import re
+
 from omegaconf import DictConfig
 
 from hacrl_exp.algo import ALGORITHMS
@@ -73,3 +75,52 @@ def _check_graph(config: Config) -> None:
             f"algorithm={algorithm.name} shares rollouts but agents.topology={config.agents.topology} "
             "gives no learner a source; use topology all_to_all, star or ring"
         )
+
+
+WARM_START_SAMPLE = 512
+"""Warm-start examples whose lengths are checked before anything is written (a prefix of MathTask's; drawn alike for
+generated tasks)."""
+
+
+def check_task(config: Config, task) -> None:
+    """What the task's data implies for the agents, before anything is written: the data rows load (a bad row is one
+    DataError naming file:line), a tiny BPE tokenizer's vocabulary covers the task's alphabet, and a tiny model with
+    learned positions (OPT, GPT-2) holds its warm-start texts."""
+    for rows in ("train_set", "eval_set"):  # MathTask reads and checks its rows on first use (tasks/rows.py)
+        getattr(task, rows, None)
+    from hacrl_exp.agents.tiny import SPECIAL_TOKENS
+
+    alphabet = set(getattr(task, "alphabet", ""))
+    for index, (name, agent) in enumerate(config.agents.members.items()):
+        key = f"agents.members.{name}"
+        if agent.model.source != "tiny":
+            continue
+        needed = len(SPECIAL_TOKENS) + len(alphabet)
+        if agent.tokenizer.kind == "bpe" and agent.tokenizer.vocab_size < needed:
+            raise ConfigError(
+                f"{key}.tokenizer.vocab_size={agent.tokenizer.vocab_size} is below the {needed} tokens "
+                f"task={config.task.name} needs ({len(alphabet)} characters and {len(SPECIAL_TOKENS)} special tokens); "
+                f"set it to at least {needed}"
+            )
+        if agent.warm_start.steps and agent.model.arch in ("opt", "gpt2"):
+            count = (lambda text: len(text) + 1) if agent.tokenizer.kind == "char" else least_tokens
+            longest = max(map(count, warm_start_texts(agent, task, config.seed * 1000 + index)), default=0)
+            if longest > agent.model.max_positions:
+                raise ConfigError(
+                    f"{key}.model.max_positions={agent.model.max_positions}: task={config.task.name}'s warm-start "
+                    f"texts reach {longest} tokens or more; raise it, or set {key}.warm_start.steps=0"
+                )
+
+
+def warm_start_texts(agent, task, seed: int) -> list[str]:
+    """Prompt + solution of the first warm-start examples of an agent whose warm start draws with `seed`
+    (agents.factory.tiny_model: seed · 1000 + the agent's index)."""
+    n = min(agent.warm_start.steps * agent.warm_start.batch_size, WARM_START_SAMPLE)
+    return [p.prompt + (p.solution or "") for p in task.supervised_examples(n, seed=seed)]
+
+
+def least_tokens(text: str) -> int:
+    """The fewest tokens a tiny tokenizer makes of `text`, with the EOS after it: one per character outside digit
+    runs, at least one per digit run (BPE merges only join digits; a char tokenizer makes exactly this many for text
+    without digits)."""
+    return len(re.sub(r"[0-9]+", "0", text)) + 1

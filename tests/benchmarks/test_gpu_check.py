@@ -1,4 +1,5 @@
-"""scripts/gpu_check.sh end to end at tiny sizes on CPU, with only what the GPU machine has (no Hydra, MLflow...)."""
+"""scripts/gpu_check.sh's code end to end at tiny sizes on CPU: every row with only what the GPU machine has (no
+Hydra, MLflow, TRL...), the TRL row with TRL, and a row past its budget killed with the rows before it kept."""
 
 import json
 import os
@@ -7,29 +8,55 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-# packages the lent GPU machine does not have: importing any of them would fail there
+# packages the lent GPU machine does not have (trl and datasets travel as wheels): importing any of them fails there
 ABSENT = ("hydra", "omegaconf", "mlflow", "math_verify", "ray", "optuna", "lm_eval", "trl", "datasets", "vllm")
 
 
-def test_gpu_check_smoke_runs_with_torch_and_transformers_only(tmp_path):
-    out = tmp_path / "gpu_check.json"
-    code = (
-        f"import sys\nfor m in {ABSENT!r}:\n    sys.modules[m] = None  # `import m` now fails\n"
-        f"from benchmarks.gpu_check import main\nmain(['--smoke', '--out', {str(out)!r}])\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300
-    )
+def run_check(tmp_path: Path, *args: str, absent: tuple[str, ...] = ()) -> tuple[subprocess.CompletedProcess, list]:
+    """benchmarks.gpu_check in a subprocess whose imports of `absent` packages fail (stubs first on the path, so
+    its child processes see them too); its rows from gpu_check.jsonl."""
+    stubs = tmp_path / "absent"
+    for name in absent:
+        (stubs / name).mkdir(parents=True)
+        (stubs / name / "__init__.py").write_text(f"raise ImportError('{name} is absent on the GPU machine')\n")
+    path = os.pathsep.join([str(stubs), str(ROOT)])
+    env = {**os.environ, "PYTHONPATH": path, "CUDA_VISIBLE_DEVICES": "", "OMP_NUM_THREADS": "1"}
+    command = [sys.executable, "-m", "benchmarks.gpu_check", "--smoke", "--out", str(tmp_path), *args]
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    lines = (tmp_path / "gpu_check.jsonl").read_text().splitlines()
+    return result, [json.loads(line) for line in lines]
+
+
+def test_every_row_runs_with_torch_and_transformers_only(tmp_path):
+    result, rows = run_check(tmp_path, "--inline", absent=ABSENT)
     assert result.returncode == 0, result.stderr[-3000:]
-    table = [line for line in result.stdout.splitlines() if line.startswith("| ")]
-    assert len(table) == 1 + 8  # one table: header + HF generate ×2, GSPO, HACPO, HACPO LoRA, vLLM, FSDP2 ×2
-    assert "vllm not installed" in result.stdout
-    results = json.loads(out.read_text())
-    for key in ("gspo", "hacpo", "hacpo_lora", "fsdp_offload_off", "fsdp_offload_on"):
-        assert results[key]["seconds"] > 0 and results[key]["flops"] > 0
-        assert results[key]["resident_gib_per_agent"] > 0
-    assert results["fsdp_offload_on"]["planned_gib"] < results["fsdp_offload_off"]["planned_gib"]
-    # a HACPO learner also trains on its partner's rows (those with a non-zero advantage), with the same scoring
-    assert results["hacpo"]["flops"] > 1.3 * results["gspo"]["flops"]
-    assert results["hf_generate_mixed"]["tokens"] > 0 and results["hf_generate_mixed"]["tokens_per_s"] > 0
+    by_name = {r["row"]: r for r in rows}
+    assert {"gen_dynamic", "gen_static", "gspo", "gspo_profile", "hacpo", "fsdp_offload_off", "fsdp_offload_on"} <= set(
+        by_name
+    )
+    assert by_name["gen_dynamic"]["weights"] == "torch.bfloat16"  # master weights: the model itself is bf16
+    for key in ("gspo", "hacpo", "fsdp_offload_off", "fsdp_offload_on"):
+        assert by_name[key]["status"] == "ok" and by_name[key]["seconds"] > 0 and by_name[key]["flops"] > 0
+        assert by_name[key]["resident_gib_per_agent"] > 0 and by_name[key]["planned_gib"] > 0
+    assert by_name["fsdp_offload_on"]["planned_gib"] < by_name["fsdp_offload_off"]["planned_gib"]
+    assert by_name["hacpo"]["flops"] > 1.3 * by_name["gspo"]["flops"]  # HACPO also trains on its partner's rows
+    assert by_name["gspo_profile"]["top"] and all(0 <= k["share"] <= 1 for k in by_name["gspo_profile"]["top"])
+    assert by_name["trl"]["status"].startswith("skipped: ") and "is absent" in by_name["trl"]["status"]
+    assert "| gspo |" in result.stdout and "| trl | skipped" in result.stdout  # the summary, read back from the file
+
+
+def test_trl_row_gives_ours_over_trl_in_one_run(tmp_path):
+    result, rows = run_check(tmp_path, "--inline", "--rows", "trl")
+    assert result.returncode == 0, result.stderr[-3000:]
+    trl = next(r for r in rows if r["row"] == "trl")
+    assert trl["status"] == "ok" and trl["ours_s"] > 0 and trl["trl_s"] > 0
+    assert abs(trl["ours_over_trl"] - trl["ours_s"] / trl["trl_s"]) < 1e-12
+
+
+def test_a_row_past_its_budget_is_killed_and_every_row_before_it_is_kept(tmp_path):
+    result, rows = run_check(tmp_path, "--rows", "gen,gspo", "--budget", "gspo=0.5")
+    assert result.returncode == 1
+    names = [r["row"] for r in rows]
+    assert names[:3] == ["env", "gen_dynamic", "gen_static"] and "gen_done" in names
+    assert rows[-1]["row"] == "gspo" and rows[-1]["status"] == "timeout"
+    assert "| gspo | timeout |" in result.stdout

@@ -92,8 +92,10 @@ def test_config_dir_is_the_repo_conf():
 def test_hydra_flags_are_not_overrides():
     from hacrl_exp.config.cli import overrides_of
 
-    argv = ["-m", "--cfg", "job", "agents=pair", "--config-name", "config", "trainer.steps=3"]
+    argv = ["-m", "--cfg", "job", "--config-name", "config", "agents=pair", "trainer.steps=3"]
     assert overrides_of(argv) == ["agents=pair", "trainer.steps=3"]
+    with pytest.raises(ConfigError, match="unrecognized arguments: trainer.steps=3; Hydra's flags"):
+        overrides_of(["agents=pair", "--config-name", "config", "trainer.steps=3"])  # Hydra refuses this order too
 
 
 @pytest.mark.parametrize("study", ["alpha_pair", "alpha_pair_quick"])

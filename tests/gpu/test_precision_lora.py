@@ -78,7 +78,8 @@ def logits(model, ids=((4, 5, 6, 7, 8),)) -> torch.Tensor:
 
 
 def test_bf16_autocast_keeps_float32_weights_and_trains():
-    agent = make_agent(model=ModelConfig(arch="llama", compute_dtype="bfloat16"), kl_coef=0.1)
+    model = ModelConfig(arch="llama", compute_dtype="bfloat16", mixed_precision="autocast")
+    agent = make_agent(model=model, kl_coef=0.1)
     assert all(p.dtype == torch.float32 for p in agent.model.parameters())  # master weights
     assert agent.reference.forward.__self__ is agent.reference  # the deep-copied reference autocasts itself
     assert agent.reference(input_ids=torch.tensor([[4, 5]])).logits.dtype == torch.bfloat16

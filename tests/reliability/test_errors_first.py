@@ -40,8 +40,8 @@ CASES = {  # override(s) -> the start of the one line; {tmp} is the test's folde
     "unknown store scheme": (["tracking.uri=foo://bar"], "ConfigError: tracking.uri=foo://bar: MLflow has no store"),
     "model too big": ([HUGE], f"ConfigError: {HUGE}: the model needs about"),
     "group too big": (
-        ["trainer.group_size=100000", "trainer.prompts_per_step=100000"],
-        "ConfigError: trainer.group_size=100000: a step keeps about",
+        ["trainer.group_size=4096", "trainer.prompts_per_step=100000"],
+        "ConfigError: trainer.group_size=4096: a step keeps about",
     ),
     "no room for the prompt": (
         ["rollout.max_new_tokens=125"],
@@ -56,24 +56,38 @@ CASES = {  # override(s) -> the start of the one line; {tmp} is the test's folde
 }
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_one_line_exit_2_and_nothing_written(case, tmp_path, monkeypatch, capsys):
-    overrides, line = CASES[case]
-    fill = {"tmp": tmp_path, "port": closed_port()}
-    (tmp_path / "afile").write_text("not a folder")
+DEFAULTS = {"hydra.run.dir": "hydra", "trainer.output_dir": "run"}
+"""Where main_refuses points Hydra and the run unless the case names its own folder."""
+
+
+def main_refuses(tmp_path, monkeypatch, capsys, argv: list[str]) -> str:
+    """run.main() on `argv` (+ a Hydra folder and, unless given, a run folder under tmp_path): asserts one stderr line,
+    exit 2, within 15 s, and nothing new under tmp_path; returns the line."""
+    before = sorted(p.name for p in tmp_path.iterdir())
+    capsys.readouterr()  # what the test's own set-up printed
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI")  # the default store: ./mlflow.db, which must not appear
-    argv = [o.format(**fill) for o in overrides] + [f"hydra.run.dir={tmp_path}/hydra"]
-    if "trainer.output_dir" not in " ".join(argv):
-        argv.append(f"trainer.output_dir={tmp_path}/run")
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)  # the default store: ./mlflow.db, which must not appear
+    given = {a.split("=", 1)[0] for a in argv}
+    argv = [*argv, *(f"{key}={tmp_path}/{name}" for key, name in DEFAULTS.items() if key not in given)]
     monkeypatch.setattr(sys, "argv", ["hacrl_exp.run", *argv])
     started = time.monotonic()
     with pytest.raises(SystemExit) as info:
         run.main()
     err = capsys.readouterr().err
     assert info.value.code == 2 and len(err.strip().splitlines()) == 1, err
-    assert err.startswith(line.format(**fill)) and time.monotonic() - started < 12
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["afile"]  # no hydra/, run/, mlflow.db
+    assert time.monotonic() - started < 15 and "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # no hydra/, run/, mlflow.db
+    return err.strip()
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_one_line_exit_2_and_nothing_written(case, tmp_path, monkeypatch, capsys):
+    overrides, line = CASES[case]
+    fill = {"tmp": tmp_path, "port": closed_port()}
+    (tmp_path / "afile").write_text("not a folder")
+    assert main_refuses(tmp_path, monkeypatch, capsys, [o.format(**fill) for o in overrides]).startswith(
+        line.format(**fill)
+    )
 
 
 def test_cfg_only_prints(tmp_path):

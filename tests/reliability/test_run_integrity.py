@@ -15,8 +15,10 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from hacrl_exp.agents.manifest import write_manifest
 from hacrl_exp.config.preflight import compose_config
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.evaluation.checkpoints import resolve_checkpoints
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
 from hacrl_exp.trainer.runfolder import plan_run
@@ -107,21 +109,32 @@ def test_a_step_folder_resumes_its_own_run_or_is_refused(copy, tmp_path):
     assert summary["output_dir"] == str(copy) and summary["steps_run"] == 1 and not (tmp_path / "elsewhere").exists()
 
 
+@pytest.mark.parametrize("manifest", ["kept", "regenerated", "deleted"])
 @pytest.mark.parametrize("damaged", ["agents/opt_char/model.safetensors", "state.json", "optim/gpt2_bpe.pt"])
-def test_a_damaged_checkpoint_falls_back_to_the_newest_intact_one(copy, damaged, caplog):
-    path = copy / "checkpoints" / "step_000003" / damaged
+def test_a_damaged_checkpoint_falls_back_to_the_newest_intact_one(copy, damaged, manifest, caplog):
+    """Whatever the manifest says (kept, written again after the damage, or deleted), the files are checked by
+    content: safetensors headers against the file's size, torch files as complete zip archives, JSON parsed."""
+    step = copy / "checkpoints" / "step_000003"
+    path = step / damaged
     path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])  # truncated, as by a full disk
+    if manifest == "regenerated":
+        write_manifest(step)
+    elif manifest == "deleted":
+        (step / "manifest.json").unlink()
     with caplog.at_level(logging.WARNING, logger="hacrl_exp.trainer.runfolder"):
         plan = plan_run(resume(copy), None)
     assert plan.checkpoint == copy / "checkpoints" / "step_000002"
-    assert f"{path} is truncated" in caplog.text
-    with pytest.raises(ConfigError, match=f"holds no intact checkpoint .damaged: {path} is truncated"):
-        plan_run(resume(path.parents[len(Path(damaged).parts) - 1]), None)  # that step folder itself
+    assert f"damaged checkpoint, not used: {path} is " in caplog.text
+    with pytest.raises(ConfigError, match=f"holds no intact checkpoint .damaged: {path} is "):
+        plan_run(resume(step), None)  # that step folder itself
 
 
 def test_resuming_past_a_damaged_checkpoint_is_exact(copy, finished):
+    """A damaged file under a manifest written after the damage (it passed before, then SafetensorError naming no
+    file): the run goes on from the older checkpoint, exactly."""
     weights = copy / "checkpoints" / "step_000003" / "agents" / "gpt2_bpe" / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:100])
+    write_manifest(weights.parents[2])
     summary = train(resume(copy), copy)
     assert summary["steps_run"] == 1  # step 3 trained again from the checkpoint of step 2
     assert deterministic(read_metrics(copy / "metrics.jsonl")) == deterministic(
@@ -137,6 +150,29 @@ def test_agent_names_are_safe_and_unique(names):
     refused = r"^agents\.members\.(.+: an agent name may hold only|\S+ and agents\.members\.\S+ collide)"
     with pytest.raises(ConfigError, match=refused):
         validate(raw)
+
+
+def test_evaluate_refuses_an_unpublished_or_damaged_folder_in_one_line(copy, tmp_path, monkeypatch, capsys):
+    """Case 5b: a crash's `.tmp_step_*` folder (no manifest, weights cut short) failed with a raw SafetensorError."""
+    from hacrl_exp import evaluate
+
+    leftover = Path(shutil.copytree(copy / "checkpoints" / "step_000003", copy / "checkpoints" / ".tmp_step_000004"))
+    (leftover / "manifest.json").unlink()
+    weights = leftover / "agents" / "opt_char" / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    model = Path(shutil.copytree(leftover / "agents" / "opt_char", tmp_path / "model"))  # a bare model folder
+    for path, line in [
+        (leftover, "is in .tmp_step_000004, a checkpoint that was never completed"),
+        (leftover / "agents" / "opt_char", "is in .tmp_step_000004"),
+        (model, f"is a damaged model folder: {model / 'model.safetensors'} is truncated"),
+    ]:
+        monkeypatch.setattr(sys, "argv", ["hacrl_exp.evaluate", f"checkpoints=[{path}]", "benchmarks=[math500]"])
+        with pytest.raises(SystemExit) as info:
+            evaluate.main()
+        err = capsys.readouterr().err
+        assert info.value.code == 2 and len(err.splitlines()) == 1 and "Traceback" not in err, err
+        assert err.startswith(f"ConfigError: checkpoints[0]='{path}' ") and line in err
+    assert ".tmp_step" not in str([c.path for c in resolve_checkpoints([str(copy)])])  # a run's series skips it
 
 
 def test_evaluate_leaves_out_or_refuses_a_damaged_checkpoint(copy, caplog):
@@ -185,6 +221,73 @@ def test_a_resume_replays_metrics_the_store_missed(copy, finished):
     assert [s for s, _ in runs["opt_char"]["metrics"]["train/reward_mean"]] == [1, 2, 3]  # sent from metrics.jsonl
     assert [s for s, _ in runs["gpt2_bpe"]["metrics"]["train/reward_mean"]] == [1, 2, 3]  # and nothing twice
     assert {r["status"] for r in runs.values()} == {"FINISHED"}
+
+
+def own_store(finished, folder: Path) -> str:
+    """A copy of the finished run's store as it was before any test resumed into it."""
+    folder.mkdir(exist_ok=True)
+    return f"sqlite:///{shutil.copy(finished[0].parent / 'pristine.db', folder / 'mlflow.db')}"
+
+
+def logged_models(store: str) -> list[tuple[str, str]]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name("integrity").experiment_id
+    return sorted((m.source_run_id, m.name) for m in client.search_logged_models([experiment]))
+
+
+def test_resuming_a_finished_run_is_a_no_op_that_says_so(copy, finished, tmp_path, capsys):
+    """Case 3: each resume of a finished run logged every final model again (2 logged models became 4)."""
+    store = own_store(finished, tmp_path / "store")
+    models, histories = logged_models(store), mlflow_histories(store, "integrity")
+    assert len(models) == 2
+    metrics = (copy / "metrics.jsonl").read_bytes()
+    for _ in range(2):
+        summary = train(resume(copy, f"tracking.uri={store}"), copy)
+        assert summary["steps_run"] == 0 and summary["evals"] == finished[2]["evals"]
+        assert "the run already finished at step 3 (trainer.steps=3); nothing is trained" in capsys.readouterr().err
+    assert logged_models(store) == models and mlflow_histories(store, "integrity") == histories
+    assert (copy / "metrics.jsonl").read_bytes() == metrics
+
+
+def record_store(step: Path, uri: str) -> None:
+    """Make a checkpoint record another store (as if the run had logged there), its manifest written again."""
+    state = json.loads((step / "state.json").read_text())
+    (step / "state.json").write_text(json.dumps({**state, "tracking_uri": uri}, indent=1))
+    write_manifest(step)
+
+
+def test_a_moved_store_is_refused_and_a_new_one_gets_the_runs_again(copy, finished, tmp_path, capsys, caplog):
+    """Case 4: the store a checkpoint recorded is gone: one line, and no empty store made at the old path (before: an
+    empty mlflow.db there, then `Run with id=… not found`). The store where it is now: the same runs go on. A new
+    store (the docs allow it; it failed the same way): the runs are created there and the history replayed."""
+    step = copy / "checkpoints" / "step_000002"
+    gone = tmp_path / "moved_away" / "mlflow.db"  # its folder is still there, the store file is not
+    gone.parent.mkdir()
+    record_store(step, f"sqlite:///{gone}")
+    with pytest.raises(ConfigError, match=rf"its MLflow store sqlite:///{gone} is gone \(moved or deleted\)"):
+        train(resume(step), copy)
+    assert not any(gone.parent.iterdir())
+
+    moved = own_store(finished, tmp_path / "moved")  # where the store is now: the runs go on (step 3 again)
+    summary = train(resume(step, f"tracking.uri={moved}"), copy)
+    assert {r["run_id"] for r in mlflow_histories(moved, "integrity").values()} == set(finished[2]["run_ids"].values())
+    assert summary["run_ids"] == finished[2]["run_ids"] and len(logged_models(moved)) == 2
+
+    new = f"sqlite:///{tmp_path / 'new' / 'mlflow.db'}"
+    (tmp_path / "new").mkdir()
+    with caplog.at_level(logging.WARNING, logger="hacrl_exp.tracking"):
+        summary = train(resume(copy / "checkpoints" / "step_000002", f"tracking.uri={new}"), copy)
+    assert "does not hold this run's runs" in caplog.text and summary["run_ids"] != finished[2]["run_ids"]
+    runs = mlflow_histories(new, "integrity")
+    assert {r["status"] for r in runs.values()} == {"FINISHED"} and len(logged_models(new)) == 2
+    reference = mlflow_histories(own_store(finished, tmp_path / "reference"), "integrity")  # the first run's
+
+    def values(histories: dict) -> dict:
+        return {(a, k, s): v for a, r in histories.items() for k, points in r["metrics"].items() for s, v in points}
+
+    assert values(runs) == pytest.approx(values(reference), rel=1e-6, abs=1e-6)  # replayed steps 0-2, step 3 again
 
 
 def test_a_checkpoint_from_before_a_key_existed_resumes_at_the_keys_old_behaviour():

@@ -103,3 +103,47 @@ def test_a_second_ctrl_c_stops_at_once_and_keeps_the_last_checkpoint(tmp_path):
     assert process.returncode == 130 and "Traceback" not in stderr, stderr[-2000:]
     assert last_line(stderr) == f"stopped at once; resume from the last checkpoint with trainer.resume={run}"
     assert check_checkpoints(run) >= 1
+
+
+def logged_models(store: str, experiment: str) -> list[str]:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store)
+    found = client.search_logged_models([client.get_experiment_by_name(experiment).experiment_id])
+    return sorted(m.source_run_id for m in found if str(m.status).endswith("READY"))
+
+
+def test_a_second_sigterm_during_model_logging_exits_143_at_once_and_a_resume_logs_the_rest(tmp_path, capsys):
+    """Case 6a: the second SIGTERM during the final model logging was swallowed in a sqlalchemy garbage-collection
+    callback and the process ran on to exit 0. Now the first sets the flag (read between the models), the second exits
+    143 at once; the resume logs what is missing (2 models in all, none twice) and closes the runs."""
+    store, run = f"sqlite:///{tmp_path / 'mlflow.db'}", tmp_path / "run"
+    process = launch(run, store, "trainer.steps=2")
+    wait_for(lambda: (run / "summary.json").exists(), process, "the summary (written before the models are logged)")
+    process.send_signal(signal.SIGTERM)
+    while "finishing this step" not in (line := process.stderr.readline()):  # the first: a flag, not an exit
+        assert line, "the process ended before handling SIGTERM"
+    process.send_signal(signal.SIGTERM)
+    sent = time.monotonic()
+    stderr = process.communicate(timeout=60)[1]
+    assert process.returncode == 143 and time.monotonic() - sent < 5 and "Traceback" not in stderr, stderr[-2000:]
+    assert last_line(stderr) == f"stopped at once; resume from the last checkpoint with trainer.resume={run}"
+
+    assert {r["status"] for r in mlflow_histories(store, "sig").values()} == {"RUNNING"}  # until resumed (docs)
+
+    train(preflight([*OVERRIDES, "trainer.steps=2", f"trainer.resume={run}", "tracking.experiment=sig"]), run)
+    assert "the run already finished at step 2" in capsys.readouterr().err
+    runs = mlflow_histories(store, "sig")
+    assert {r["status"] for r in runs.values()} == {"FINISHED"}
+    assert logged_models(store, "sig") == sorted(runs[a]["run_id"] for a in ("opt_char", "gpt2_bpe"))
+
+
+@pytest.mark.parametrize("delay", [0.3, 1.5])
+def test_ctrl_c_during_start_up_exits_quietly_with_130(tmp_path, delay):
+    """Case 6b: Ctrl-C in the first half-second printed a raw traceback (the imports ran before any handler)."""
+    process = launch(tmp_path / "run", f"sqlite:///{tmp_path / 'mlflow.db'}")
+    time.sleep(delay)
+    process.send_signal(signal.SIGINT)
+    stderr = process.communicate(timeout=60)[1]
+    assert process.returncode == 130 and stderr == "interrupted before training started; nothing was trained\n", stderr
+    assert not (tmp_path / "run").exists() and not (tmp_path / "hydra").exists()

@@ -127,8 +127,8 @@ def test_jobs_link_to_their_mlflow_runs():
     assert run_link("sqlite:///runs/mlflow.db", "1", "abc") is None
     assert "| GSPO-0 | GSPO | 0 | 0 | 0 | `p-GSPO-0` |" in local
     hint = (
-        "To open a job's run: python -m hacrl_exp.ui --store sqlite:///runs/mlflow.db (or mlflow ui --backend-store-uri "
-        "sqlite:///runs/mlflow.db --host 127.0.0.1), then http://127.0.0.1:5000/#/experiments/1/runs?"
+        "To open a job's run: python -m hacrl_exp.ui --store sqlite:///runs/mlflow.db (or mlflow ui "
+        "--backend-store-uri sqlite:///runs/mlflow.db --host 127.0.0.1), then http://127.0.0.1:5000/#/experiments/1/runs?"
     )
     assert hint in local
     assert "| data seed | held-out seed |" in local and "not recorded" in jobs_markdown(

@@ -360,7 +360,8 @@ def test_the_selection_names_the_code_versions(report):
     built, uri, _ = report
     assert re.search(r"Code: git commit `(\w+|unknown)` \(8 jobs\)", built.markdown)
     assert "<details><summary>8 jobs</summary>" in built.markdown  # every job, with its run id and how to open it
-    assert f"To open a job's run: python -m hacrl_exp.ui --store {uri} (or mlflow ui --backend-store-uri {uri} --host 127.0.0.1)" in built.markdown
+    opening = f"python -m hacrl_exp.ui --store {uri} (or mlflow ui --backend-store-uri {uri} --host 127.0.0.1)"
+    assert f"To open a job's run: {opening}" in built.markdown
     for parent in built.data.runs["parent_id"].unique():
         assert f"`{parent}` |" in built.markdown
     jobs = pd.DataFrame({"parent_id": ["a", "a", "b", "c"], "commit": ["1035eeb", "1035eeb", "1035eeb", "85bf782"],
