@@ -8,7 +8,7 @@ config sets model.trust_remote_code.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -29,7 +29,15 @@ from hacrl_exp.errors import ConfigError
 from hacrl_exp.rollout.base import RolloutEngine
 from hacrl_exp.rollout.hf import HFRolloutEngine
 
-__all__ = ["DTYPES", "Agent", "build_agent", "load_pretrained", "save_agent"]
+__all__ = [
+    "DTYPES",
+    "Agent",
+    "build_agent",
+    "load_pretrained",
+    "prompt_token_ids",
+    "save_agent",
+    "uses_chat_template",
+]
 
 
 @dataclass
@@ -58,14 +66,28 @@ class Agent:
 
         Left-truncated to max_prompt_tokens, keeping the end where the question is asked.
         """
-        if self.use_chat_template:
-            ids = self.tokenizer.apply_chat_template(
-                [{"role": "user", "content": text}], add_generation_prompt=True, tokenize=True, enable_thinking=False
-            )
-            ids = ids["input_ids"] if isinstance(ids, dict) or hasattr(ids, "keys") else ids
-        else:
-            ids = self.tokenizer(text, add_special_tokens=True)["input_ids"]
-        return list(ids)[-self.max_prompt_tokens :]
+        return prompt_token_ids(self.tokenizer, [text], self.use_chat_template)[0][-self.max_prompt_tokens :]
+
+
+def uses_chat_template(cfg: AgentConfig, tokenizer: PreTrainedTokenizerBase) -> bool:
+    """Prompts go through the chat template: the agent asks for it (chat_template) and the tokenizer has one."""
+    return cfg.chat_template and getattr(tokenizer, "chat_template", None) is not None
+
+
+def prompt_token_ids(tokenizer: PreTrainedTokenizerBase, texts: Sequence[str], chat_template: bool) -> list[list[int]]:
+    """Each user prompt's token ids, untruncated: the chat template with the generation prompt and thinking off
+    (enable_thinking=False, spec §4), or the plain text with the tokenizer's own special tokens. One batched call."""
+    if chat_template:
+        out = tokenizer.apply_chat_template(
+            [[{"role": "user", "content": text}] for text in texts],
+            add_generation_prompt=True,
+            tokenize=True,
+            enable_thinking=False,
+        )
+    else:
+        out = tokenizer(list(texts), add_special_tokens=True)
+    ids = out["input_ids"] if isinstance(out, dict) or hasattr(out, "keys") else out
+    return [list(row) for row in ids]
 
 
 def load_pretrained(name: str, cfg: AgentConfig) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -134,8 +156,8 @@ def build_agent(
         for module in (model, reference if isinstance(reference, torch.nn.Module) else None):
             if module is not None:
                 cast_parameters(module, DTYPES[cfg.model.compute_dtype])
-    use_chat = cfg.chat_template and getattr(tokenizer, "chat_template", None) is not None
     engine = make_engine(cfg, model, tokenizer, optimizer, rollout, max_batch_size, seed)
+    use_chat = uses_chat_template(cfg, tokenizer)
     return Agent(name, model, tokenizer, engine, optimizer, reference, use_chat, max_prompt_tokens)
 
 

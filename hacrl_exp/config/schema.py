@@ -357,6 +357,47 @@ class ClusterConfig:
 
 
 @dataclass
+class RehearsalConfig:
+    """A dress rehearsal of the run on a CPU: `python -m hacrl_exp.rehearse experiment=<preset>` (hacrl_exp.rehearsal).
+    Each pretrained agent becomes a random-initialised model of its architecture class with its real tokenizer,
+    vocabulary and special tokens; every stage runs once, cut to minutes, lengths kept. The run never reads these."""
+
+    tokenizers: Optional[str] = None
+    """Folder of tokenizer folders, used when the hub and the local Hugging Face cache do not have a checkpoint's:
+    <family>/ (qwen3/, llama3/: tokenizer.json or tokenizer.json.gz + tokenizer_config.json, e.g.
+    ../shared/tokenizers) or <org>/<name>/ for one checkpoint. A family folder gets the checkpoint's eos/pad/bos."""
+    output_dir: Optional[str] = None
+    """The rehearsal's folder (rehearsal.md, stand-in models, the run, evaluation, lm-eval tasks); default
+    outputs/rehearsal/<experiment>/<date>_<time>."""
+    hidden_size: int = field(default=16, metadata=rng(8, 4096))
+    """Width of each random stand-in model (2 query heads, 1 key/value head, MLP 2× wide); must be even."""
+    num_layers: int = field(default=2, metadata=rng(1, 64))
+    """Decoder layers of each stand-in model."""
+    steps: int = field(default=1, metadata=rng(1, 1000))
+    """Training steps of the rehearsal (trainer.steps)."""
+    prompts_per_step: int = field(default=1, metadata=rng(1, 100_000))
+    """trainer.prompts_per_step of the rehearsal."""
+    group_size: int = field(default=2, metadata=rng(2, 100_000))
+    """trainer.group_size (G) of the rehearsal."""
+    micro_batch_size: int = field(default=1, metadata=rng(1, 100_000))
+    """trainer.micro_batch_size of the rehearsal: one row of prompt + max_new_tokens at the real vocabulary is the
+    largest tensor of the step (float32 logits), so the default is 1."""
+    eval_limit: int = field(default=1, metadata=rng(1, 10_000_000))
+    """Problems of the held-out set during training (trainer.eval_limit) and of each benchmark in `evaluate`."""
+    threads: int = field(default=1, metadata=rng(1, 4096))
+    """torch threads of the rehearsal's training and `evaluate` (trainer.threads): the stand-ins are 16 wide, so only
+    the vocabulary-sized logits could be shared out, and on a shared machine extra threads mostly wait."""
+    eval_max_new_tokens: Optional[int] = field(default=32, metadata=rng(1, 1 << 20))
+    """`evaluate`'s response budget (null: each benchmark's own, 8192 for the math benchmarks). Training rollouts
+    and the held-out evaluation during training keep rollout.max_new_tokens."""
+    statistics_limit: Optional[int] = field(default=None, metadata=rng(1, 10_000_000))
+    """Rows of each data set the statistics read (null: all of them, as the report's shares need)."""
+    train: bool = True
+    """false: stop after the checks, the statistics, building the stand-in models and the plan (seconds): no
+    training, evaluate or lm-eval export."""
+
+
+@dataclass
 class Config:
     seed: int = field(default=0, metadata=rng(0, SEED_MAX))
     agents: AgentsConfig = field(default_factory=AgentsConfig)
@@ -371,6 +412,8 @@ class Config:
     """Where the agents run: in this process or as Ray actors (conf/executor)."""
     cluster: ClusterConfig = field(default_factory=ClusterConfig)
     """The GPUs the resource planner places the agents on (conf/cluster)."""
+    rehearsal: RehearsalConfig = field(default_factory=RehearsalConfig)
+    """Settings of `python -m hacrl_exp.rehearse` (conf/rehearsal); a training run never reads them."""
     extra: Dict[str, Any] = field(default_factory=dict)
     """Free-form notes and tags; logged, never read."""
     trial: SweepTrialConfig = field(default_factory=SweepTrialConfig)

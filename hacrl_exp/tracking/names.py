@@ -170,7 +170,8 @@ def applicable_params(params: dict[str, Any]) -> dict[str, Any]:
     task.reward=verl (verl reads no answer form); executor settings but the backend with
     executor=local; ray-only keys; the sharing and mechanism keys of an algorithm without shared rollouts; the GRPO
     or GSPO clip of the other objective; LoRA settings with lora.r=0; warm-start settings with warm_start.steps=0;
-    an empty sweep trial. What is left reproduces the run with its code version (defaults fill the rest)."""
+    an empty sweep trial; the rehearsal's settings. What is left reproduces the run with its code version (defaults
+    fill the rest)."""
     out = {k: (dict(v) if isinstance(v, dict) else v) for k, v in params.items()}
     rollout, task, executor = out.get("rollout", {}), out.get("task", {}), out.get("executor", {})
     if rollout.get("backend") != "vllm":
@@ -198,6 +199,7 @@ def applicable_params(params: dict[str, Any]) -> dict[str, Any]:
         out["agents"] = {**out["agents"], "members": {n: _agent_params(a, spec) for n, a in members.items()}}
     if not out.get("trial", {}).get("studies"):
         out.pop("trial", None)
+    out.pop("rehearsal", None)  # python -m hacrl_exp.rehearse's settings: a run never reads them
     return out
 
 

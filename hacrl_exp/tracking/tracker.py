@@ -62,6 +62,17 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
     return {prefix.rstrip("."): str(tree)}
 
 
+NOT_IN_MLFLOW_NAMES = re.compile(r"[^/\w.\- :]")
+"""Characters MLflow refuses in a metric name (it takes letters, digits, _ - . space : /)."""
+
+
+def mlflow_key(name: str) -> str:
+    """A metric name as MLflow stores it: any character it refuses becomes '_'. A MATH category such as
+    "Counting & Probability" (train/p_hat/<category>) would otherwise make MLflow refuse the whole batch; metrics.jsonl
+    keeps the name as it is."""
+    return NOT_IN_MLFLOW_NAMES.sub("_", name)
+
+
 def ui_hint(uri: str, experiment_id: str) -> str:
     """How to open an experiment's runs in MLflow's UI: the server's page for an http(s) store (credentials in the
     URI left out), else `python -m hacrl_exp.ui` (or `mlflow ui`) and the local page. The link opens the experiment's
@@ -242,7 +253,8 @@ class MlflowTracker:
         run_id = self.run_ids[agent or ""]
         done = self.logged.get(run_id, {})
         bucket = self.pending.setdefault(run_id, [])
-        bucket.extend(Metric(k, float(v), now, step) for k, v in metrics.items() if step > done.get(k, -1))
+        named = ((mlflow_key(k), v) for k, v in metrics.items())
+        bucket.extend(Metric(k, float(v), now, step) for k, v in named if step > done.get(k, -1))
 
     def _write(self, call: Callable[[], Any], what: str) -> bool:
         """Run one store write; on failure retry with backoff for retry_s seconds (one try while the store is

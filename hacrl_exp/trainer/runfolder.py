@@ -52,6 +52,7 @@ MAY_CHANGE = (  # how long, how often to evaluate/checkpoint, where to log, how 
     "executor.",
     "trial.",
     "extra.",
+    "rehearsal.",  # read by `python -m hacrl_exp.rehearse` only, never by a run
 )
 
 

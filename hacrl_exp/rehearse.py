@@ -1,0 +1,45 @@
+"""`python -m hacrl_exp.rehearse experiment=<preset> [overrides]`: a dress rehearsal of a run on a CPU.
+
+    python -m hacrl_exp.rehearse experiment=paper_qwen3_4b_llama3p2_3b task.data_dir=../shared/data \
+        rehearsal.tokenizers=../shared/tokenizers
+
+The overrides compose and validate exactly as for `python -m hacrl_exp.run`; rehearsal.* (conf/rehearsal) sets the
+rehearsal. Prints the changes made to the preset, then the report (also written as rehearsal.md in the rehearsal's
+folder). Exit code 0 when every stage ran; 2 with one line when something would break the real run: a bad config,
+a missing tokenizer, ids outside the embedding table, a template that drops the problem, or a stage that fails.
+"""
+
+from __future__ import annotations
+
+import shlex
+import sys
+
+from hacrl_exp.config.cli import config_dirs_of, overrides_of
+from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.rehearsal import rehearse
+from hacrl_exp.tasks.math import DataError
+from hacrl_exp.trainer.validate import preflight
+
+
+def experiment_of(overrides: list[str]) -> str:
+    """The experiment preset named on the command line (the rehearsal folder's name), else 'default'."""
+    named = [o.split("=", 1)[1] for o in overrides if o.lstrip("+").startswith("experiment=")]
+    return named[-1].split(",")[0] if named else "default"
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    with exit_on_bad_input(ConfigError, DataError):
+        overrides = overrides_of(argv)
+        config = preflight(overrides + config_dirs_of(argv))
+        command = " ".join(["python -m hacrl_exp.rehearse", *map(shlex.quote, argv)])
+        report, folder = rehearse(config, command, experiment_of(overrides))
+    print(report.markdown())
+    print(f"rehearsal report: {folder / 'rehearsal.md'}")
+    if report.error:
+        print(f"error: {report.error}", file=sys.stderr)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()
