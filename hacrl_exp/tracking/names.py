@@ -2,8 +2,9 @@
 
 Pure functions of the resolved config (docs/tracking.md): the parent run is named `<method>-<agents>-s<seed>`
 (`hacpo-opt_char+gpt2_bpe-s0`, `hacpo-no_omega-…`; `tracking.run_name` overrides it), each child run is named after
-its agent, and every run carries the tags method, seed, agents, task and grid. Params hold only the settings that
-apply to the run (`applicable_params`); the full resolved config is the parent's `config.json` artifact.
+its agent, and every run carries the tags method, seed, data_seed, heldout_seed, agents, task and grid. Params hold
+only the settings that apply to the run (`applicable_params`); the full resolved config is the parent's `config.json`
+artifact.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ EXPERIMENT_NOTE = (
 )
 MECHANISMS = ("capability_advantage", "omega", "exponential_is", "stepwise", "clip")
 _TASK_KEYS = {
-    "arithmetic": {"name", "seed", "tiers", "scratchpad", "eval_per_tier"},
+    "arithmetic": {"name", "seed", "heldout_seed", "tiers", "scratchpad", "eval_per_tier"},
     "math": {"name", "seed", "data_dir", "train_file", "eval_file", "hf_train", "eval_limit", "grader_timeout_s",
              "grader_workers", "reward", "bad_rows", "max_prompt_tokens"},
 }  # fmt: skip
@@ -49,8 +50,12 @@ def run_name(config: Config) -> str:
 
 
 def run_tags(config: Config, grid: str | None = None) -> dict[str, str]:
-    """Tags of every run of the job: tracking.tags, then method, seed, agents ('+'-joined), task and grid.
+    """Tags of every run of the job: tracking.tags, then method, seed, data_seed, heldout_seed, agents ('+'-joined),
+    task and grid.
 
+    data_seed and heldout_seed are the seeds the task's data came from (task.seed and task.heldout_seed as validation
+    resolved them: by default the job's seed and 0), so a report can say what its seeds varied; 'none' where the
+    task has no such seed (math's held-out set is a file).
     grid: the experiment preset or multirun name; tracking.tags.grid (set by presets such as paper_table1_tiny) wins,
     else `grid`, else 'none'."""
     return {
@@ -58,6 +63,8 @@ def run_tags(config: Config, grid: str | None = None) -> dict[str, str]:
         "method": method_name(config),
         "algorithm": config.algorithm.name,
         "seed": str(config.seed),
+        "data_seed": "none" if config.task.seed is None else str(config.task.seed),
+        "heldout_seed": "none" if config.task.heldout_seed is None else str(config.task.heldout_seed),
         "agents": "+".join(config.agents.members),
         "task": config.task.name,
         "grid": config.tracking.tags.get("grid") or grid or "none",

@@ -6,14 +6,15 @@
 2 EXCHANGE    a source's text re-tokenised for the learner (§1.3), placed under the learner's own prompt, keeping
               the source's old mean log-prob (§1.2) and the edge's ρ(j→k) and α
 3 ADVANTAGES  over the joint group with baseline weights 1/ρ (§2.1), or over its own group (GSPO, GRPO)
-4 SCHEDULE    mini-batches in block order; update u bounds cross ratios below by L_u (§1.6, §2.4)
+4 SCHEDULE    mini-batches in block order, once per pass; update u bounds cross ratios below by L_u (§1.6, §2.4)
 5 LOSS        the algorithm's objective on each micro-batch, plus KL on self rows; gradients accumulate
 6 STEP        gradient-norm clip and optimizer step, skipped when anything is non-finite
 7 METRICS     train/* and cross/* of docs/metrics.md
 
 A row whose advantage is exactly 0 (a group with all-equal rewards) has J = 0 and ∂J/∂θ = 0 in every objective,
 so it is not run through the model unless it carries a KL term; the loss still divides by the whole mini-batch,
-so the gradient is unchanged. Ratio statistics are over the rows that were run.
+so the gradient is unchanged. Ratio statistics are over the rows that were run (in the last pass, when the algorithm
+makes several). What the update costs (rows, tokens, optimizer steps) is added to the worker's `CostMeter`.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from hacrl_exp.algo import (
     stepwise_lower_bound,
 )
 from hacrl_exp.faults import crash_point
+from hacrl_exp.trainer.costs import CostMeter
 from hacrl_exp.trainer.params import LearnerParams
 from hacrl_exp.trainer.rollouts import SharedRollouts, SourceRollouts
 
@@ -133,10 +135,14 @@ def build_batch(
     )
 
 
-def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list[str]) -> dict[str, float]:
-    """Phases 4–7: every optimizer update of this learner for the step; returns its metrics."""
+def update(
+    agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list[str], cost: CostMeter | None = None
+) -> dict[str, float]:
+    """Phases 4–7: every optimizer update of this learner for the step; returns its metrics and adds its costs to
+    `cost` (the worker's meter)."""
+    cost = cost or CostMeter()
     # 4 SCHEDULE
-    schedule = minibatch_schedule(batch.block_sizes, params.minibatch_size, params.restart_u_per_source)
+    schedule = minibatch_schedule(batch.block_sizes, params.minibatch_size, params.restart_u_per_source, params.passes)
     run_rows = torch.ones(len(batch), dtype=torch.bool)
     if params.skip_zero_advantage:
         run_rows = (batch.advantages != 0) | (batch.is_self & (params.kl_coef > 0))
@@ -188,6 +194,7 @@ def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list
                 mb_kl += float(kl.detach())
             finite = finite and all(bool(torch.isfinite(x).all()) for x in (logp[mask > 0], old_mean, log_s, loss))
             loss.backward()
+            cost.trained(prompt_ids, response_ids)
             mb_loss += float(loss.detach())
             # what the objective applied, as it applied it (logged = applied: no formula is recomputed here)
             ratios[rows] = s.detach().cpu()
@@ -203,6 +210,7 @@ def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list
         grad_norm = torch.nn.utils.clip_grad_norm_(trainable, params.max_grad_norm)
         if finite and torch.isfinite(grad_norm):
             agent.optimizer.step()
+            cost.stepped()
             stats["train/grad_norm"].append(float(grad_norm))
             crash_point("update")  # fault-injection hook (hacrl_exp.faults): a kill between optimizer steps
         else:
