@@ -1,6 +1,7 @@
 """Grader accuracy on a hand-labelled set: our Grader beside math-verify and lm-eval's two MATH graders.
 
     python -m benchmarks.grader_accuracy [--set tests/rewards/data/grader_adversarial.jsonl] [--show-errors GRADER]
+    python -m benchmarks.grader_accuracy --outside   # ours on other graders' test suites (benchmarks/outside_suites.py)
 
 Each grader is a function (responses, golds) -> 0/1 verdicts, run on the whole set after a warm-up on 5 other pairs
 (worker start, imports, sympy's first-call costs):
@@ -14,6 +15,8 @@ Each grader is a function (responses, golds) -> 0/1 verdicts, run on the whole s
 Pairs whose grading raised count as 0 and are counted per exception type. Printed: accuracy against the labels,
 false positives (label 0 graded 1), false negatives, answers/s, accuracy per `kind` and per benchmark; the JSON goes
 to benchmarks/results/grader_accuracy.json. `--show-errors GRADER` lists that grader's wrong pairs.
+`--outside` grades tests/rewards/data/outside/ with ours instead: agreement per suite, false positives, and every
+disagreement with its reviewed class (JSON to benchmarks/results/grader_accuracy_outside.json).
 """
 
 from __future__ import annotations
@@ -301,18 +304,37 @@ def show_errors(contender: Contender, rows: list[dict], verdicts: list[int], tai
         )
 
 
+def run_outside(out: str) -> None:
+    """`--outside`: our grader on the outside suites, the table and every disagreement printed."""
+    from benchmarks.outside_suites import grade_cases, load_cases, load_reviews, print_outside
+    from hacrl_exp.rewards import Grader
+
+    started = time.perf_counter()
+    cases, reviews = load_cases(), load_reviews()
+    with Grader(timeout_s=float(TIMEOUT_S), workers=2) as grader:
+        outcomes = grade_cases(grader, cases, reviews)
+    summary = print_outside(outcomes)
+    verdicts = {o.case["id"]: {"ours": o.ours, "reason": o.reason, "extracted": o.extracted} for o in outcomes}
+    finish("grader_accuracy --outside", started, out, {"summary": summary, "verdicts": verdicts})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--set", default=str(DEFAULT_SET), help="labelled JSONL (fields: " + ", ".join(FIELDS) + ")")
     parser.add_argument("--graders", nargs="*", default=list(GRADERS), choices=list(GRADERS))
     parser.add_argument("--show-errors", default=None, metavar="GRADER", help="list this grader's wrong pairs")
-    parser.add_argument("--out", default="benchmarks/results/grader_accuracy.json")
+    parser.add_argument("--out", default=None, help="JSON results (default: benchmarks/results/, see above)")
+    parser.add_argument("--outside", action="store_true", help="grade the outside suites (tests/rewards/data/outside)")
     parser.add_argument(
         "--data-dir",
         default=os.environ.get("HACRL_DATA_DIR") or "../shared/data",
         help="benchmark JSONL folder: each row's full question is looked up by (benchmark, problem_id)",
     )
     args = parser.parse_args()
+    if args.outside:
+        run_outside(args.out or "benchmarks/results/grader_accuracy_outside.json")
+        return
+    args.out = args.out or "benchmarks/results/grader_accuracy.json"
     started = time.perf_counter()
     with exit_on_bad_input(ConfigError):
         if args.show_errors is not None and args.show_errors not in args.graders:

@@ -11,10 +11,12 @@ Input (`--in`), one JSON object per line, either
 A `.parquet` input is an evaluation run's `samples.parquet` (columns benchmark, problem_id, response, answer): it is
 re-graded against its `answer` column, with questions from `--data-dir` when given.
 
-Output (`--out`): the same rows in the same order with `reward` (0 or 1), `extracted` and `reason` set (JSONL, or
-parquet for a `.parquet` path). A summary (rows, accuracy, reasons; for parquet input, verdicts changed) goes to
-stdout. A bad row (invalid JSON, a missing field, an unknown benchmark or id) stops with one line naming file:line,
-exit code 2, and nothing written.
+Output (`--out`): the same rows in the same order with `reward` (0 or 1), `extracted` and `reason` set under the
+grading policy `--forms` (`requested`, the default: an answer that ignores a form its question asks for is wrong;
+`value`: the value alone decides), with `grader_forms` naming it and `reward_forms_requested` / `reward_forms_value`
+the reward under each policy (JSONL, or parquet for a `.parquet` path). A summary (rows, accuracy under both
+policies, reasons; for parquet input, verdicts changed) goes to stdout. A bad row (invalid JSON, a missing field, an
+unknown benchmark or id) stops with one line naming file:line, exit code 2, and nothing written.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pathlib import Path
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.evaluation.data import load_problems
 from hacrl_exp.evaluation.spec import BenchmarkSpec, known_benchmarks, load_benchmark
-from hacrl_exp.rewards import COMPARES, EXTRACTORS, Grader, normalize_gold
+from hacrl_exp.rewards import COMPARES, EXTRACTORS, FORMS, Grader, normalize_gold
 from hacrl_exp.tasks.base import Problem
 from hacrl_exp.tasks.rows import DataError, jsonl_records
 
@@ -38,8 +40,8 @@ from hacrl_exp.tasks.rows import DataError, jsonl_records
 class Batch:
     """Rows to grade, grouped by (extractor, compare rule) so each group is one `Grader.grade` call."""
 
-    def __init__(self, data_dir: str | None, extractor: str, compare: str):
-        self.data_dir, self.extractor, self.compare = data_dir, extractor, compare
+    def __init__(self, data_dir: str | None, extractor: str, compare: str, forms: str = FORMS[0]):
+        self.data_dir, self.extractor, self.compare, self.forms = data_dir, extractor, compare, forms
         self._specs: dict[str, BenchmarkSpec] = {}
         self._problems: dict[str, dict[str, Problem]] = {}
         self.items: list[tuple[str, str, str | None, str, str]] = []
@@ -96,6 +98,7 @@ class Batch:
                 questions=[p[2] for p in picked],
                 extractor=extractor,
                 compare=compare,
+                forms=self.forms,
             )
             for i, grade in zip(rows, out):
                 grades[i] = grade
@@ -113,8 +116,21 @@ def grade_jsonl(path: Path, batch: Batch, grader: Grader) -> list[dict]:
     if not rows:
         raise DataError(f"{path}: no rows to grade.")
     for row, grade in zip(rows, batch.grade(grader)):
-        row.update(reward=grade.reward, extracted=grade.extracted, reason=grade.reason)
+        row.update(grading_columns([grade], batch.forms, single=True))
     return rows
+
+
+def grading_columns(grades: list, forms: str, single: bool = False) -> dict:
+    """The columns a graded row gets: reward, extracted, reason (under policy `forms`), grader_forms, and the reward
+    under each policy (`reward_forms_<policy>`); one value each when `single`, else one list each."""
+    columns = {
+        "reward": [g.reward for g in grades],
+        "extracted": [g.extracted for g in grades],
+        "reason": [g.reason for g in grades],
+        "grader_forms": [forms] * len(grades),
+        **{f"reward_forms_{policy}": [g.reward_under(policy) for g in grades] for policy in FORMS},
+    }
+    return {k: v[0] for k, v in columns.items()} if single else columns
 
 
 def grade_samples(path: Path, batch: Batch, grader: Grader):
@@ -132,9 +148,8 @@ def grade_samples(path: Path, batch: Batch, grader: Grader):
         batch.add(row, f"{path}:row {n}", gold_key="answer", id_key="problem_id")
     grades = batch.grade(grader)
     before = frame["reward"].tolist() if "reward" in frame.columns else [None] * len(frame)
-    frame["reward"] = [g.reward for g in grades]
-    frame["extracted"] = [g.extracted for g in grades]
-    frame["reason"] = [g.reason for g in grades]
+    for column, values in grading_columns(grades, batch.forms).items():
+        frame[column] = values
     return frame, sum(b is not None and b != g.reward for b, g in zip(before, grades))
 
 
@@ -165,6 +180,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", default=None, help="benchmark JSONL folder (default: $HACRL_DATA_DIR)")
     parser.add_argument("--extractor", default="boxed", help=f"for rows without a benchmark: {sorted(EXTRACTORS)}")
     parser.add_argument("--compare", default="math", help=f"for rows without a benchmark: {list(COMPARES)}")
+    parser.add_argument("--forms", default=FORMS[0], help=f"grading policy of the math rule: {list(FORMS)}")
     parser.add_argument("--workers", type=int, default=2, help="math-verify worker processes")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds per answer")
     args = parser.parse_args(argv)
@@ -179,20 +195,30 @@ def main(argv: list[str] | None = None) -> int:
                 f"--extractor={args.extractor!r} / --compare={args.compare!r}: choose an extractor from "
                 f"{sorted(EXTRACTORS)} and a rule from {list(COMPARES)}."
             )
+        if args.forms not in FORMS:
+            raise ConfigError(
+                f"--forms={args.forms!r} is not one of {list(FORMS)}: requested checks the forms a question asks "
+                "for, value lets the value alone decide."
+            )
         if args.workers < 1 or args.timeout <= 0:
             raise ConfigError(f"--workers={args.workers} must be >= 1 and --timeout={args.timeout} > 0.")
         data_dir = args.data_dir or os.environ.get("HACRL_DATA_DIR") or None
-        batch = Batch(data_dir, args.extractor, args.compare)
+        batch = Batch(data_dir, args.extractor, args.compare, args.forms)
         with Grader(args.timeout, args.workers) as grader:
             if inp.suffix == ".parquet":
                 payload, changed = grade_samples(inp, batch, grader)
-                rewards, reasons = payload["reward"].tolist(), payload["reason"].tolist()
+                records = payload.to_dict("records")
             else:
                 payload, changed = grade_jsonl(inp, batch, grader), None
-                rewards, reasons = [r["reward"] for r in payload], [r["reason"] for r in payload]
+                records = payload
         write(out, payload)
-    counts = " ".join(f"{k}={v}" for k, v in sorted(Counter(reasons).items()))
-    print(f"graded {len(rewards)} rows: accuracy {sum(rewards) / len(rewards):.4f} ({counts}) -> {out}")
+    counts = " ".join(f"{k}={v}" for k, v in sorted(Counter(r["reason"] for r in records).items()))
+    other = next(f for f in FORMS if f != args.forms)
+    accuracy = {f: sum(r[f"reward_forms_{f}"] for r in records) / len(records) for f in FORMS}
+    print(
+        f"graded {len(records)} rows under grader forms={args.forms}: accuracy {accuracy[args.forms]:.4f} ({counts}); "
+        f"under forms={other}: {accuracy[other]:.4f} -> {out}"
+    )
     if changed is not None:
         print(f"{changed} verdicts differ from the ones stored in {inp.name}")
     return 0

@@ -12,16 +12,23 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _session_warm_start_cache(tmp_path_factory):
+    """Warm starts share one cache per session (they are pure), set before any fixture of any scope builds an agent:
+    the user's ~/.cache/hacrl_exp may hold entries that another checkout's code wrote under the same key."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HACRL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "warm_start_cache"))
+        yield
+
+
 @pytest.fixture(autouse=True)
 def _isolated_stores(tmp_path_factory, monkeypatch):
-    """Each test gets its own MLflow store; warm starts share one cache per session (they are pure)."""
+    """Each test gets its own MLflow store."""
     store = tmp_path_factory.mktemp("mlflow")
     uri = f"sqlite:///{store / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     if "mlflow" in sys.modules:  # an earlier test's run set mlflow's process-wide URI, which outranks the variable
         sys.modules["mlflow"].set_tracking_uri(uri)
-    cache = tmp_path_factory.getbasetemp() / "warm_start_cache"
-    monkeypatch.setenv("HACRL_CACHE_DIR", str(cache))
 
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"

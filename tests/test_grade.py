@@ -35,6 +35,21 @@ def test_jsonl_rows_keep_their_order_and_fields(tmp_path, capsys):
     assert "accuracy 0.6000" in capsys.readouterr().out
 
 
+def test_forms_flag_picks_the_policy_and_both_accuracies_are_printed(tmp_path, capsys):
+    write_jsonl(tmp_path / "in.jsonl", ROWS)
+    out_path = tmp_path / "out.jsonl"
+    assert main(["--in", str(tmp_path / "in.jsonl"), "--out", str(out_path), "--forms", "value"]) == 0
+    out = [json.loads(line) for line in out_path.read_text().splitlines()]
+    assert [r["reward"] for r in out] == [1.0, 1.0, 1.0, 0.0, 1.0]  # 4.6̅ for 14/3: right value, form not asked for
+    assert [r["reward_forms_requested"] for r in out] == [1.0, 0.0, 1.0, 0.0, 1.0]
+    assert {r["grader_forms"] for r in out} == {"value"} and out[1]["reason"] == "correct"
+    printed = capsys.readouterr().out
+    assert "under grader forms=value: accuracy 0.8000" in printed and "under forms=requested: 0.6000" in printed
+    with pytest.raises(SystemExit) as stop:
+        main(["--in", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "o.jsonl"), "--forms", "values"])
+    assert stop.value.code == 2 and not (tmp_path / "o.jsonl").exists()
+
+
 def test_benchmark_and_id_rows_use_the_benchmark_data(tmp_path, data_dir):
     rows = [
         {"benchmark": "minerva", "id": "minerva-0", "response": "\\boxed{1.6\\ \\text{cm}}"},
@@ -64,7 +79,9 @@ def test_regrades_a_samples_parquet(tmp_path, capsys):
     frame.to_parquet(tmp_path / "samples.parquet", index=False)
     assert main(["--in", str(tmp_path / "samples.parquet"), "--out", str(tmp_path / "regraded.parquet")]) == 0
     again = pd.read_parquet(tmp_path / "regraded.parquet")
-    assert again["reward"].tolist() == [1.0, 0.0] and list(again.columns) == list(frame.columns)
+    assert again["reward"].tolist() == [1.0, 0.0]
+    policy = ["grader_forms", "reward_forms_requested", "reward_forms_value"]  # the policy named, both rewards
+    assert list(again.columns) == list(frame.columns) + policy and set(again["grader_forms"]) == {"requested"}
     assert "1 verdicts differ" in capsys.readouterr().out
 
 

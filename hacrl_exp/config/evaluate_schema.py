@@ -35,6 +35,9 @@ class GraderSettings:
     """Seconds math-verify may spend on one answer; slower answers count as wrong, reason 'timeout'."""
     workers: int = field(default=2, metadata=rng(1, 64))
     """Grading worker processes."""
+    forms: str = "requested"
+    """The grading policy of the `math` rule: requested (an answer equal in value but not in a form its question asks
+    for is wrong) | value (the value alone decides). The headline under the other policy is reported beside it."""
 
 
 @dataclass
@@ -91,6 +94,7 @@ CHOICES = {
     "source": ("auto", "local", "hf"),
     "tracking.backend": ("mlflow", "none"),
     "dtype": ("float32", "bfloat16", "float16"),
+    "grader.forms": ("requested", "value"),  # hacrl_exp.rewards.FORMS (a test holds them equal)
 }
 
 
@@ -109,7 +113,9 @@ def validate_evaluate(cfg: DictConfig | dict) -> EvaluateConfig:
     `hacrl_exp.evaluation.inputs.check_inputs` (it knows the benchmarks; this package imports no other)."""
     config: EvaluateConfig = typed_config(cfg, EvaluateConfig, EVALUATE_KEY)
     for key, allowed in CHOICES.items():
-        value = config.tracking.backend if key == "tracking.backend" else getattr(config, key)
+        value = config
+        for part in key.split("."):
+            value = getattr(value, part)
         if value not in allowed:
             raise ConfigError(f"{key}={value!r} is not one of {list(allowed)}")
     return config

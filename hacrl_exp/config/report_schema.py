@@ -49,14 +49,24 @@ class ReportConfig:
     level: float = field(default=0.95, metadata=rng(0, 1, low_open=True, high_open=True))
     """Confidence level of every interval."""
     significance: float = field(default=0.05, metadata=rng(0, 1, low_open=True, high_open=True))
-    """Holm-adjusted across-seed sign-flip p below this is 'beat' / 'fell short of'; a TOST p below it is 'matched';
-    otherwise 'not established'."""
-    equivalence_margin: float = field(default=0.02, metadata=rng(0, 1, low_open=True))
-    """Margin m of a claim of equivalence ('matched'): a TOST on the per-seed differences at ±m (accuracy units)."""
+    """Threshold of every Holm-adjusted p (Holm over all tests of a family: sign-flip, TOST, refutation): 'beat' /
+    'fell short of' (sign-flip), else 'matched' (TOST), else 'refuted' (Δ ≥ δ rejected), else 'not established'."""
+    equivalence_margin: float | None = field(default=None, metadata=rng(0, 1, low_open=True))
+    """Margin m of 'matched' (a TOST at ±m, accuracy units) for every comparison; null: half the effect the paper
+    reports for that comparison (hacrl_exp/report/paper.py), and no equivalence test where it reports none."""
+    margin_reason: str | None = None
+    """Why equivalence_margin is what it is; required with it, printed next to it."""
+    hypothesised_effect: float | None = field(default=None, metadata=rng(-1, 1))
+    """Gain δ every claim 'HACPO > B' hypothesises ('refuted' when the one-sided upper bound of Δ lies below it);
+    null: the paper's effect for that comparison."""
+    effect_reason: str | None = None
+    """Why hypothesised_effect is what it is; required with it, printed next to it."""
     bootstrap: int = field(default=2000, metadata=rng(0, 10_000_000))
     """Paired-bootstrap resamples."""
     seed: int = 0
-    """Seed of the bootstrap's generator."""
+    """Seed of the bootstrap's and the power simulation's generators."""
+    power_draws: int = field(default=500, metadata=rng(0, 100_000))
+    """Simulated grids behind each comparison's power (hacrl_exp/report/power.py); 0: no power simulation."""
     studies: StudiesConfig = field(default_factory=StudiesConfig)
     log_to_mlflow: bool = True
     """Log the report folder as the artifacts of a run tagged role=report."""
@@ -77,4 +87,10 @@ def validate_report(cfg: DictConfig | dict) -> ReportConfig:
     config: ReportConfig = typed_config(cfg, ReportConfig, REPORT_KEY)
     if config.name is not None and (not config.name.strip() or "/" in config.name or config.name.startswith(".")):
         raise ConfigError(f"name={config.name!r} must be a plain folder name (no '/', not starting with '.')")
+    for value, reason in (("equivalence_margin", "margin_reason"), ("hypothesised_effect", "effect_reason")):
+        if getattr(config, value) is not None and not (getattr(config, reason) or "").strip():
+            raise ConfigError(
+                f"{value}={getattr(config, value)} needs its reason: add {reason}='<why this number>' (the report "
+                f"prints it), or drop {value} to use the paper's effect"
+            )
     return config

@@ -188,6 +188,10 @@ class TaskConfig:
     reward: str = "math_verify"
     """math: the training reward and in-training evaluation verdict: math_verify (the one grader: answer forms, exact
     numbers, math-verify) | verl (the paper's: verl's string-normalised boxed match; docs/algorithm.md §3.3)."""
+    grader_forms: str = "requested"
+    """math, reward=math_verify: the grading policy. requested (an answer equal in value but not in a form its question
+    asks for, `\\sqrt{117}` under "simplest radical form", is wrong) | value (the value alone decides, as math-verify
+    or Minerva-style equivalence graders do; every other rule stays). docs/evaluation.md, "Grading policy"."""
     bad_rows: str = "error"
     """math: a malformed, empty, non-UTF-8 or duplicate-id data row: error (stop, naming file:line) | skip (count
     by reason, report as train/skipped_rows metrics)."""
@@ -267,7 +271,8 @@ class TrackingConfig:
     """Tracking URI; default $MLFLOW_TRACKING_URI, else sqlite:///<launch dir>/mlflow.db."""
     experiment: str = "hacrl"
     run_name: Optional[str] = None
-    """Name of the job's parent run; default `<method>-<agents>-s<seed>` (hacrl_exp.tracking.names.run_name)."""
+    """Name of the job's parent run; default `<method>-<agents>-s<seed>` and the job's overrides
+    (hacrl_exp.tracking.names.run_name)."""
     flush_every: int = field(default=10, metadata=rng(1, 1_000_000))
     """Write buffered metrics every N steps when trainer.checkpoint_every is 0; else at each checkpoint."""
     retry_s: float = field(default=20.0, metadata=rng(0, 3600))

@@ -31,6 +31,7 @@ CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trai
     "algorithm.kl_aggregation": ("seq_mean_token_mean", "token_mean"),
     "algorithm.capability_scope": ("batch", "category"),
     "task.name": ("arithmetic", "math"),
+    "task.grader_forms": ("requested", "value"),  # hacrl_exp.rewards.FORMS (a test holds them equal)
     "rollout.backend": ("hf", "vllm"),
     "rollout.sample_stream": ("agent", "row"),
     "tracking.backend": ("mlflow", "none"),
@@ -290,6 +291,13 @@ def _check_semantics(config: Config) -> None:
         if name.lower() in seen:  # case-insensitive file systems would merge their folders
             raise ConfigError(f"agents.members.{name} and agents.members.{seen[name.lower()]} collide; rename one")
         seen[name.lower()] = name
+    task = config.task
+    if task.grader_forms != "requested" and (task.name != "math" or task.reward == "verl"):
+        why = f"task={task.name} is graded by exact match" if task.name != "math" else "task.reward=verl reads no form"
+        raise ConfigError(
+            f"task.grader_forms={task.grader_forms} applies to task=math with task.reward=math_verify only; {why}. "
+            "Drop the override"
+        )
     if config.task.name == "arithmetic" and not config.task.tiers:
         raise ConfigError(f"task.tiers is empty; list at least one of {list(ARITHMETIC_TIERS)}, e.g. task.tiers=[add2]")
     for name, agent in members.items():

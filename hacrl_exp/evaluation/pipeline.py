@@ -16,6 +16,7 @@ from hacrl_exp.evaluation.checkpoints import resolve_checkpoints
 from hacrl_exp.evaluation.data import load_problems
 from hacrl_exp.evaluation.report import markdown_table
 from hacrl_exp.evaluation.spec import load_benchmark
+from hacrl_exp.rewards import FORMS
 
 
 def git_sha() -> str:
@@ -31,7 +32,8 @@ def git_sha() -> str:
 
 def run_evaluation(config: EvaluateConfig, output_dir: Path) -> pd.DataFrame:
     """Evaluate, write <output_dir>/<agent@step>/*.parquet and summary.parquet, log MLflow runs; returns the tidy
-    summary (agent, step, checkpoint, run_id, seed, git_sha, benchmark, metric, value, ci_low, ci_high, n)."""
+    summary (agent, step, checkpoint, run_id, seed, git_sha, grader_forms, benchmark, metric, value, ci_low, ci_high,
+    n)."""
     ckpts = resolve_checkpoints(config.checkpoints, config.agents)
     specs = [load_benchmark(name) for name in config.benchmarks]
     problems = {s.name: load_problems(s, config.data_dir, config.limit, config.source) for s in specs}
@@ -59,6 +61,7 @@ def run_evaluation(config: EvaluateConfig, output_dir: Path) -> pd.DataFrame:
         bootstrap=config.bootstrap,
         grader_timeout_s=config.grader.timeout_s,
         grader_workers=config.grader.workers,
+        grader_forms=config.grader.forms,
     )
     sha = git_sha()
     params = {
@@ -93,6 +96,7 @@ def run_evaluation(config: EvaluateConfig, output_dir: Path) -> pd.DataFrame:
                 "run_id": run_id,
                 "seed": config.seed,
                 "git_sha": sha,
+                "grader_forms": config.grader.forms,
             }
             write_results(result, output_dir / ckpt.label.replace("@", "_step"), extra)
             tables.append(result.summary.assign(**extra))
@@ -103,23 +107,32 @@ def run_evaluation(config: EvaluateConfig, output_dir: Path) -> pd.DataFrame:
 
 
 def headline_table(summary: pd.DataFrame) -> str:
-    """One line per (agent, step, benchmark): headline metric with its 95% CI, problems, no-answer rate, timeouts."""
+    """One line per (agent, step, benchmark): headline metric with its 95% CI under the grading policy (the column
+    header names it), the headline under the other policy (n/a under a rule that reads no form), problems, no-answer
+    rate, timeouts."""
+    forms = summary["grader_forms"].iat[0] if "grader_forms" in summary else FORMS[0]
+    other = next(f for f in FORMS if f != forms)
     rows = []
     for (agent, step, bench), part in summary.groupby(["agent", "step", "benchmark"], sort=False, dropna=False):
         spec = load_benchmark(bench)
         values = part.set_index("metric")
-        head = values.loc[spec.headline]
+        head, beside = values.loc[spec.headline], f"{spec.headline}_forms_{other}"
         rows.append(
             [
                 agent,
                 step,
                 bench,
                 spec.headline,
-                f"{head.value:.3f} [{head.ci_low:.3f}, {head.ci_high:.3f}]",
+                _with_ci(head),
+                _with_ci(values.loc[beside]) if beside in values.index else "n/a",
                 int(values.loc["problems"].value),
                 f"{values.loc['no_answer_rate'].value:.2f}",
                 int(values.loc["timeouts"].value),
             ]
         )
-    headers = ["agent", "step", "benchmark", "metric", "value [95% CI]", "problems", "no answer", "timeouts"]
-    return markdown_table(headers, rows)
+    headers = ["agent", "step", "benchmark", "metric", f"forms={forms} [95% CI]", f"forms={other} [95% CI]"]
+    return markdown_table([*headers, "problems", "no answer", "timeouts"], rows)
+
+
+def _with_ci(row) -> str:
+    return f"{row.value:.3f} [{row.ci_low:.3f}, {row.ci_high:.3f}]"

@@ -3,10 +3,14 @@
 Layout of one evaluation run (one per checkpoint and agent):
   tags      role=eval, agent, step, checkpoint (path), benchmarks, training_run_id (the training parent run, from
             state.json), training_agent_run_id (that agent's training run), mlflow.note.content
-  params    settings, and per benchmark: prompt_template, prompt_format, version, extractor, grader, generation
-  metrics   <benchmark>/<metric>, <benchmark>/<metric>_ci_low|_ci_high, counts; logged at the checkpoint's step
+  params    settings (grader.forms: the grading policy the metrics follow), and per benchmark: prompt_template,
+            prompt_format, version, extractor, grader, generation
+  metrics   <benchmark>/<metric>, <benchmark>/<metric>_ci_low|_ci_high, counts; under the `math` rule also the
+            headline under the other grading policy, <benchmark>/<headline>_forms_<other>; logged at the
+            checkpoint's step
   artifacts results/samples.parquet, results/problems.parquet, results/summary.parquet (per-sample, per-problem,
-            tidy summary; pandas.read_parquet reads them back, for paired tests between runs)
+            tidy summary; pandas.read_parquet reads them back, for paired tests between runs; samples hold the reward
+            under each policy, reward_forms_requested and reward_forms_value)
 """
 
 from __future__ import annotations
@@ -55,7 +59,8 @@ def log_eval_run(
         tags["training_agent_run_id"] = ckpt.run_ids[ckpt.agent]
 
     def write_artifacts(folder: Path, run_id: str) -> None:
-        write_results(result, folder, {"agent": ckpt.agent, "step": ckpt.step, "run_id": run_id})
+        forms = result.params.get("grader.forms")
+        write_results(result, folder, {"agent": ckpt.agent, "step": ckpt.step, "run_id": run_id, "grader_forms": forms})
 
     return log_evaluation_run(
         uri=uri,

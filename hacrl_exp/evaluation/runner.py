@@ -21,7 +21,7 @@ from hacrl_exp.agents.agent import Agent
 from hacrl_exp.evaluation.data import load_problems
 from hacrl_exp.evaluation.metrics import CORRECT, Metric, bootstrap_ci, parse_metric, problem_score
 from hacrl_exp.evaluation.spec import BenchmarkSpec, Generation, load_benchmark
-from hacrl_exp.rewards import Grade, Grader
+from hacrl_exp.rewards import FORMS, Grade, Grader, resolve_compare
 from hacrl_exp.rewards.forms import compact
 from hacrl_exp.rollout.base import SamplingSettings, compute_device
 from hacrl_exp.tasks.base import Problem
@@ -53,6 +53,8 @@ class EvalSettings:
     """Bootstrap resamples for the 95% CIs (0: none)."""
     grader_timeout_s: float = 5.0
     grader_workers: int = 1
+    grader_forms: str = FORMS[0]
+    """The grading policy rewards follow (`hacrl_exp.rewards.FORMS`); the other's headline is reported beside it."""
 
     def generation(self, spec: BenchmarkSpec) -> Generation:
         """The benchmark's generation defaults with these settings' overrides applied."""
@@ -65,13 +67,16 @@ class EvalResult:
     """Everything one agent's evaluation produced. `summary` is tidy: one row per (benchmark, metric)."""
 
     samples: pd.DataFrame
-    """One row per response: benchmark, problem_id, category, sample, response, extracted, reward, reason, ..."""
+    """One row per response: benchmark, problem_id, category, sample, response, extracted, reward, reason (under
+    `grader_forms`), reward_forms_requested, reward_forms_value (under each policy), ..."""
     problems: pd.DataFrame
     """One row per problem: benchmark, problem_id, category, answer, n, correct, one column per metric."""
     summary: pd.DataFrame
-    """benchmark, metric, value, ci_low, ci_high, n."""
+    """benchmark, metric, value, ci_low, ci_high, n. Under the `math` rule the headline is also given under the other
+    grading policy, as `<headline>_forms_<policy>`."""
     params: dict[str, str] = field(default_factory=dict)
-    """Prompt templates, effective generation settings and data versions, for MLflow params."""
+    """The grading policy (`grader.forms`), prompt templates, effective generation settings and data versions, for
+    MLflow params."""
 
     def metrics(self, prefix: str = "") -> dict[str, float]:
         """Flat `<prefix><benchmark>/<metric>` values, plus `_ci_low` / `_ci_high` where a CI exists."""
@@ -101,14 +106,18 @@ def evaluate_agent(
         s.name: (problems or {}).get(s.name) or load_problems(s, settings.data_dir, settings.limit, settings.source)
         for s in specs
     }
-    samples, tables, summaries, params = [], [], [], {}
+    samples, tables, summaries, params = [], [], [], {"grader.forms": settings.grader_forms}
     own = grader is None
     grader = grader or Grader(settings.grader_timeout_s, settings.grader_workers)
     try:
         for spec in specs:
             gen = settings.generation(spec)
-            frame, effective = _run_benchmark(agent, spec, data[spec.name], gen, settings.seed, grader)
-            table, summary = score_benchmark(frame, spec, gen.samples, settings.seed, settings.bootstrap)
+            frame, effective = _run_benchmark(
+                agent, spec, data[spec.name], gen, settings.seed, grader, settings.grader_forms
+            )
+            table, summary = score_benchmark(
+                frame, spec, gen.samples, settings.seed, settings.bootstrap, forms=settings.grader_forms
+            )
             samples.append(frame)
             tables.append(table)
             summaries.append(summary)
@@ -140,9 +149,16 @@ def token_budget(agent: Agent, max_new_tokens: int) -> tuple[int, int]:
 
 
 def _run_benchmark(
-    agent: Agent, spec: BenchmarkSpec, problems: list[Problem], gen: Generation, seed: int, grader: Grader
+    agent: Agent,
+    spec: BenchmarkSpec,
+    problems: list[Problem],
+    gen: Generation,
+    seed: int,
+    grader: Grader,
+    forms: str = FORMS[0],
 ) -> tuple[pd.DataFrame, Generation]:
-    """Generate gen.samples responses per problem, extract and grade them: one DataFrame row per response."""
+    """Generate gen.samples responses per problem, extract and grade them (under policy `forms`): one DataFrame row
+    per response."""
     if gen.samples > 1 and gen.temperature == 0:
         raise ValueError(f"benchmark {spec.name}: {gen.samples} samples with greedy decoding repeat one answer")
     prompt_limit, new_tokens = token_budget(agent, gen.max_new_tokens)
@@ -159,7 +175,7 @@ def _run_benchmark(
         torch.manual_seed(seed * 1_000_003 + zlib.crc32(spec.name.encode()))  # per benchmark, order-independent
         rollouts = agent.engine.generate(prompts, gen.samples, sampling)
     owner = [problems[r // gen.samples] for r in range(len(rollouts))]
-    grades = grade_responses(grader, spec, rollouts.texts, owner)
+    grades = grade_responses(grader, spec, rollouts.texts, owner, forms=forms)
     frame = pd.DataFrame(
         {
             "benchmark": spec.name,
@@ -174,6 +190,7 @@ def _run_benchmark(
             "answer": [p.answer for p in owner],
             "reward": [g.reward for g in grades],
             "reason": [g.reason for g in grades],
+            **{f"reward_forms_{forms}": [g.reward_under(forms) for g in grades] for forms in FORMS},
             "finished": rollouts.finished,
             "prompt_tokens": [len(ids) for ids in rollouts.prompt_ids],
             "response_tokens": [len(ids) for ids in rollouts.response_ids],
@@ -183,15 +200,21 @@ def _run_benchmark(
 
 
 def grade_responses(
-    grader: Grader, spec: BenchmarkSpec, responses: Sequence[str], problems: Sequence[Problem]
+    grader: Grader,
+    spec: BenchmarkSpec,
+    responses: Sequence[str],
+    problems: Sequence[Problem],
+    forms: str = FORMS[0],
 ) -> list[Grade]:
     """A benchmark's verdicts: `grader.grade` with the benchmark's extractor and comparison rule, each response against
     its problem's gold answer (`gold_answer`: the raw answer for `grader: verl`) and text (for the forms the question
-    asks for). The training task makes the same call (`MathTask.grade`), so a reward and an evaluation verdict on the
-    same response agree."""
+    asks for), under grading policy `forms`. The training task makes the same call (`MathTask.grade`), so a reward and
+    an evaluation verdict on the same response agree."""
     golds = [gold_answer(p, spec.grader) for p in problems]
     questions = [question_text(p) for p in problems]
-    return grader.grade(responses, golds, extractor=spec.answer_extractor, compare=spec.grader, questions=questions)
+    return grader.grade(
+        responses, golds, extractor=spec.answer_extractor, compare=spec.grader, questions=questions, forms=forms
+    )
 
 
 def vote_key(extracted: str | None, reward: float) -> str | None:
@@ -203,11 +226,19 @@ def vote_key(extracted: str | None, reward: float) -> str | None:
 
 
 def score_benchmark(
-    frame: pd.DataFrame, spec: BenchmarkSpec, samples: int, seed: int = 0, n_boot: int = 1000
+    frame: pd.DataFrame,
+    spec: BenchmarkSpec,
+    samples: int,
+    seed: int = 0,
+    n_boot: int = 1000,
+    *,
+    forms: str = FORMS[0],
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Per-problem metric scores and the tidy summary (value, bootstrap CI) of one benchmark's responses.
 
-    Metrics needing more samples than were drawn (e.g. best@30 with samples=4) are skipped with a warning.
+    Metrics needing more samples than were drawn (e.g. best@30 with samples=4) are skipped with a warning. `frame`'s
+    rewards follow policy `forms`; under the `math` rule the headline under the other policy is added as
+    `<headline>_forms_<other>` (from the `reward_forms_<other>` column, with its own bootstrap CI, same seed).
     """
     metrics: list[Metric] = []
     for text in spec.metrics:
@@ -220,7 +251,7 @@ def score_benchmark(
     for pid, group in frame.groupby("problem_id", sort=False):
         group = group.sort_values("sample")
         rewards = group["reward"].tolist()
-        votes = [vote_key(e, r) for e, r in zip(group["extracted"], rewards)]
+        votes = _votes(group, rewards)
         row = {
             "benchmark": spec.name,
             "problem_id": pid,
@@ -248,12 +279,32 @@ def score_benchmark(
         "truncated_rate": float((~frame["finished"]).mean()),
     }
     summary += [(spec.name, k, float(v), np.nan, np.nan, len(frame)) for k, v in counts.items()]
+    other = "reward_forms_" + next(f for f in FORMS if f != forms)
+    if spec.headline in names and resolve_compare(spec.grader) == "math" and other in frame:
+        summary.append(_other_forms_row(frame, spec, parse_metric(spec.headline), other, seed, n_boot))
     if spec.headline in names and table["category"].nunique() > 1:  # headline per MATH subject / arithmetic tier
         for category, part in table.groupby("category", sort=True):
             key = f"{spec.headline}/{_slug(category)}"
             summary.append((spec.name, key, float(part[spec.headline].mean()), np.nan, np.nan, len(part)))
     columns = ["benchmark", "metric", "value", "ci_low", "ci_high", "n"]
     return table, pd.DataFrame(summary, columns=columns)
+
+
+def _votes(group: pd.DataFrame, rewards: Sequence[float]) -> list[str | None]:
+    return [vote_key(e, r) for e, r in zip(group["extracted"], rewards)]
+
+
+def _other_forms_row(frame: pd.DataFrame, spec: BenchmarkSpec, headline: Metric, column: str, seed: int, n_boot: int):
+    """The summary row of the headline scored on the rewards in `column` (`reward_forms_<policy>`), with its CI."""
+    scores = []
+    for _, group in frame.groupby("problem_id", sort=False):
+        group = group.sort_values("sample")
+        rewards = group[column].tolist()
+        scores.append(problem_score(headline, rewards, _votes(group, rewards)))
+    values = np.asarray(scores, dtype=np.float64)
+    (low,), (high,) = bootstrap_ci(values, n_boot, seed)
+    name = f"{headline.name}_{column.removeprefix('reward_')}"
+    return (spec.name, name, float(values.mean()), float(low), float(high), len(values))
 
 
 def _slug(text: str) -> str:

@@ -1,24 +1,28 @@
 """The paper's claims as hypotheses, each judged per agent by the across-seed comparison it rests on.
 
-    H1  HACPO > GSPO×2, with half the rollouts
-    H2  HACPO > Naive
-    H3  removing a mechanism lowers accuracy: HACPO > HACPO −X, one per ablation present
-    H4  HACPO > GSPO
+    H1   HACPO > GSPO×2, with half the rollouts
+    H2   HACPO > Naive
+    H3 X removing mechanism X lowers accuracy: HACPO > HACPO −X, one per ablation present
+    H4   HACPO > GSPO
+    H4u  HACPO > GSPO (update-matched): the gain over GSPO is not its extra optimizer updates
 
-Every hypothesis is "A > B" on the mean held-out accuracy. Its verdict follows the comparison's Holm-adjusted
-across-seed test: supported (A beat B), contradicted (A fell short of B), otherwise not established (including a
-TOST "matched", which rules out a difference larger than the margin but not the claimed direction).
+Every hypothesis is "A > B by δ" on the mean held-out accuracy, δ its hypothesised effect (the paper's, or the
+user's: hacrl_exp.report.rules). Its verdict follows the comparison's Holm-adjusted across-seed tests:
+contradicted (A fell short of B), supported (A beat B; "smaller than hypothesised" when δ is also refuted), refuted
+(the one-sided upper bound of Δ lies below δ), otherwise not established.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hacrl_exp.report.compare import Comparison
 from hacrl_exp.report.load import MECHANISM_LABELS
+from hacrl_exp.report.paper import UPDATE_MATCHED
 from hacrl_exp.report.stats import BEAT, FELL_SHORT
-from hacrl_exp.report.tables import Comparison
 
-SUPPORTED, CONTRADICTED, NOT_ESTABLISHED = "supported", "contradicted", "not established"
+SUPPORTED, CONTRADICTED, REFUTED, NOT_ESTABLISHED = "supported", "contradicted", "refuted", "not established"
+SMALLER = "supported, smaller than hypothesised"
 
 
 @dataclass(frozen=True)
@@ -30,7 +34,8 @@ class Hypothesis:
 
 
 def hypotheses(methods: list[str]) -> list[Hypothesis]:
-    """H1, H2, one H3 per ablation present (H3 alone, marked untested, when there is none), H4."""
+    """H1, H2, one H3 per ablation present (H3 alone, marked untested, when there is none), H4, and H4u when the
+    update-matched GSPO is present."""
     out = [
         Hypothesis("H1", "HACPO > GSPO×2 with half the rollouts", "HACPO", "GSPO×2"),
         Hypothesis("H2", "HACPO > Naive", "HACPO", "Naive"),
@@ -42,15 +47,20 @@ def hypotheses(methods: list[str]) -> list[Hypothesis]:
     if not ablations:
         out.append(Hypothesis("H3", "removing a mechanism lowers accuracy", "HACPO", "HACPO −X"))
     out.append(Hypothesis("H4", "HACPO > GSPO", "HACPO", "GSPO"))
+    if UPDATE_MATCHED in methods:
+        out.append(Hypothesis("H4u", "HACPO > GSPO with as many updates and trained rows", "HACPO", UPDATE_MATCHED))
     return out
 
 
 def judge(comparison: Comparison | None) -> str:
-    """supported / contradicted / not established for a claim 'A > B' from the comparison's across-seed verdict;
-    'not tested' without a comparison."""
+    """The hypothesis verdict from its comparison (module docstring); 'not tested' without one."""
     if comparison is None:
         return "not tested"
-    return {BEAT: SUPPORTED, FELL_SHORT: CONTRADICTED}.get(comparison.verdict, NOT_ESTABLISHED)
+    if comparison.verdict == FELL_SHORT:
+        return CONTRADICTED
+    if comparison.verdict == BEAT:
+        return SMALLER if comparison.refuted else SUPPORTED
+    return REFUTED if comparison.refuted else NOT_ESTABLISHED
 
 
 def hypothesis_rows(found: list[Comparison], methods: list[str], agents: list[str]):
@@ -62,3 +72,12 @@ def hypothesis_rows(found: list[Comparison], methods: list[str], agents: list[st
             c = index.get((agent, h.a, h.b))
             rows.append((h, agent, c, judge(c)))
     return rows
+
+
+def tally(rows, key: str) -> str:
+    """'H1: refuted for 1 of 2 agents, not established for 1' from hypothesis_rows."""
+    verdicts = [judged for h, _, c, judged in rows if h.key == key and c is not None]
+    if not verdicts:
+        return ""
+    parts = [f"{v} for {verdicts.count(v)}" for v in dict.fromkeys(verdicts)]
+    return f"{key}: {parts[0]} of {len(verdicts)} agents" + "".join(f", {p}" for p in parts[1:]) + "."

@@ -14,6 +14,11 @@ switched off, e.g. "GSPO×2", "HACPO", "HACPO −ω". Frames (one row per …):
               `python -m hacrl_exp.evaluate` (role=eval runs tagged training_agent_run_id), each benchmark's
               headline metric from that run's results/problems.parquet (the latest evaluated step)
     benchmarks (run_id, benchmark, step, value): those evaluation runs' logged `<benchmark>/<headline>` metrics
+    totals    (run_id, name, value): each agent run's last logged cost totals (TOTALS: generated rollouts and tokens,
+              trained rows, updates, forward/backward tokens, process seconds; the parent's process seconds as
+              'job process s') and its warm-start metrics; a total no run logged is absent
+Runs also carry their jobs' tags data_seed and heldout_seed (NaN when not logged) and the grading policy (param
+task.grader_forms; absent: 'requested', the policy before the setting existed).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pathlib import Path
 import pandas as pd
 
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.report.paper import UPDATE_MATCHED
 
 ALGORITHM_LABELS = {"gspo": "GSPO", "gspo_x2": "GSPO×2", "naive": "Naive", "hacpo": "HACPO", "grpo": "GRPO"}
 MECHANISM_LABELS = {
@@ -37,6 +43,22 @@ MECHANISM_LABELS = {
     "clip": "Clip",
 }
 """Short names of HACPO's mechanisms in method labels ("HACPO −Adv" is the paper's "HACPO − Adv")."""
+TAGGED_METHODS = {"gspo_update_matched": UPDATE_MATCHED}
+"""Methods told apart by the job's `method` tag rather than by the algorithm's params."""
+TOTALS = {
+    "generated rollouts": ("cost/generated_rollouts", "train/rollouts_total", "rollouts_total"),
+    "generated tokens": ("cost/generated_tokens", "train/tokens_total", "tokens_total"),
+    "trained rows": ("cost/trained_rows",),
+    "updates": ("cost/updates",),
+    "forward tokens": ("cost/forward_tokens",),
+    "backward tokens": ("cost/backward_tokens",),
+    "process s": ("cost/process_seconds",),
+    "warm start accuracy": ("warm_start/heldout_accuracy",),
+    "warm start steps": ("warm_start/steps_run",),
+}
+"""The totals frame's names → the agent-run metric keys read for them, first one logged wins (the older keys of
+generated rollouts and tokens are the same counts, docs/metrics.md). Cumulative: the last logged value is the total."""
+JOB_PROCESS_SECONDS = "job process s"
 CURVE_METRICS = ("reward/mean", "rollouts_total", "tokens_total")
 """The report's names of the training curves it reads besides eval/accuracy/* (see `curve_name`)."""
 MECHANISM_METRICS = ("cross/omega", "train/p_hat", "cross/in_window_share")
@@ -56,6 +78,7 @@ CURVE_KEYS = {
     "rollouts_total": "rollouts_total",
     "tokens_total": "tokens_total",
     "capability/p_hat": "train/p_hat",
+    "cost/process_seconds": "process_seconds",
 }
 STEP_SECONDS = ("time/step_s", "time/step")
 """The parent's step time: the docs/metrics.md key, then the old one."""
@@ -82,11 +105,12 @@ HELDOUT = "heldout"
 """Benchmark name of the trainer's own held-out evaluation in the problems frame."""
 
 
-def method_label(params: dict[str, str], extra: list[str] = ()) -> str:
-    """'HACPO −ω −Clip' from algorithm.name and the mechanisms.* params set to False; extra params appended."""
+def method_label(params: dict[str, str], extra: list[str] = (), tag: str | None = None) -> str:
+    """'HACPO −ω −Clip' from algorithm.name and the mechanisms.* params set to False, or TAGGED_METHODS[tag] for a
+    method the job's `method` tag names (the update-matched GSPO); extra params appended."""
     algorithm = params.get("algorithm.name", "?")
-    label = ALGORITHM_LABELS.get(algorithm, algorithm)
-    if algorithm == "hacpo":  # other algorithms never read the mechanism switches
+    label = TAGGED_METHODS.get(tag) or ALGORITHM_LABELS.get(algorithm, algorithm)
+    if algorithm == "hacpo" and tag not in TAGGED_METHODS:  # other algorithms never read the mechanism switches
         off = [short for key, short in MECHANISM_LABELS.items() if params.get(f"mechanisms.{key}") == "False"]
         label += "".join(f" −{short}" for short in off)
     for key in extra:
@@ -104,6 +128,18 @@ class ReportData:
     benchmarks: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=BENCHMARK_COLUMNS))
     skipped: list[str] = field(default_factory=list)
     """Runs left out, each with the reason (unfinished, sweep trial, no evaluation)."""
+    totals: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=["run_id", "name", "value"]))
+    uri: str | None = None
+    """The MLflow store the runs were read from (links to them)."""
+    _final: tuple = field(default=(None, None), repr=False, compare=False)
+
+    def final_problems(self) -> pd.DataFrame:
+        """The problems frame's rows of each run's last evaluation (the loader adds step-0 rows for the base); kept
+        while `problems` is the same frame, as every table and comparison reads it."""
+        if self._final[0] is not self.problems:
+            p = self.problems
+            self._final = (p, p[p["step"] == p.groupby("run_id")["step"].transform("max")])
+        return self._final[1]
 
 
 def mlflow_filter(tags: dict[str, str], extra: str | None) -> str:
@@ -169,25 +205,7 @@ def load(
         if not include_unfinished and parent["status"] != "FINISHED":
             skipped.append(f"{name}: job status {parent['status']}")
             continue
-        params = {k[len("params.") :]: v for k, v in parent.items() if k.startswith("params.") and isinstance(v, str)}
-        rows.append(
-            {
-                "run_id": run["run_id"],
-                "parent_id": run["parent_id"],
-                "run_name": parent["tags.mlflow.runName"],
-                "experiment_id": run["experiment_id"],
-                "agent": run["tags.agent"],
-                "seed": int(parent["tags.seed"]),
-                "algorithm": params.get("algorithm.name"),
-                "task": params.get("task.name", "?"),
-                "method": method_label(params, list(label_params)),
-                "steps": int(params.get("trainer.steps", 0)),
-                "commit": str(parent.get("tags.mlflow.source.git.commit") or "unknown")[:9],
-                "dirty": parent.get("tags.git_dirty") == "true",
-                "job_start": parent.get("start_time"),
-                "job_end": parent.get("end_time"),
-            }
-        )
+        rows.append(run_row(run, parent, label_params))
     runs = pd.DataFrame(rows)
     if runs.empty:
         raise ConfigError("every matching run was left out: " + "; ".join(skipped[:5]))
@@ -198,8 +216,77 @@ def load(
         skipped.append(f"{run_id[:8]}: no per-problem evaluation artifact (eval/step_N/<agent>.jsonl)")
     runs = runs[~runs["run_id"].isin(missing)].sort_values(["method", "agent", "seed"]).reset_index(drop=True)
     benchmarks, scored = load_benchmarks(client, ids, runs)
-    problems = pd.concat([problems, scored], ignore_index=True)
-    return ReportData(runs, load_curves(client, runs), problems, benchmarks, skipped)
+    problems = qualify_problem_ids(runs, pd.concat([problems, scored], ignore_index=True))
+    totals = load_totals(runs, agents, parents)
+    return ReportData(runs, load_curves(client, runs), problems, benchmarks, skipped, totals, client.tracking_uri)
+
+
+def _reads_forms(params: dict[str, str]) -> bool:
+    """Whether a job's grader reads answer forms: the math task with the one grader (hacrl_exp.rewards)."""
+    return params.get("task.name") == "math" and params.get("task.reward", "math_verify") == "math_verify"
+
+
+def run_row(run: pd.Series, parent: pd.Series, label_params: list[str] = ()) -> dict:
+    """One agent run of the runs frame, from its mlflow.search_runs row and its parent's (params, tags)."""
+    params = {k[len("params.") :]: v for k, v in parent.items() if k.startswith("params.") and isinstance(v, str)}
+
+    def tag(key: str):
+        value = parent.get(f"tags.{key}")
+        value = run.get(f"tags.{key}") if value is None or pd.isna(value) else value
+        return None if value is None or pd.isna(value) else str(value)
+
+    agent, forms = run["tags.agent"], params.get("task.grader_forms")
+    return {
+        "run_id": run["run_id"],
+        "parent_id": run["parent_id"],
+        "run_name": parent["tags.mlflow.runName"],
+        "experiment_id": run["experiment_id"],
+        "agent": agent,
+        "seed": int(parent["tags.seed"]),
+        "algorithm": params.get("algorithm.name"),
+        "task": params.get("task.name", "?"),
+        "tiers": params.get("task.tiers"),
+        "method": method_label(params, list(label_params), tag("method")),
+        "steps": int(params.get("trainer.steps", 0)),
+        "data_seed": tag("data_seed"),
+        "heldout_seed": tag("heldout_seed"),
+        # a run that reads no answer form logs no policy (arithmetic: exact digits; task.reward=verl: verl's rule)
+        "grader_forms": forms or ("requested" if _reads_forms(params) else "none"),
+        "grader_forms_logged": forms is not None or not _reads_forms(params),
+        "warm_start_target": params.get(f"agents.members.{agent}.warm_start.target_accuracy"),
+        "commit": str(parent.get("tags.mlflow.source.git.commit") or "unknown")[:9],
+        "dirty": parent.get("tags.git_dirty") == "true",
+        "job_start": parent.get("start_time"),
+        "job_end": parent.get("end_time"),
+    }
+
+
+def load_totals(runs: pd.DataFrame, agents: pd.DataFrame, parents: pd.DataFrame) -> pd.DataFrame:
+    """(run_id, name, value): the TOTALS each agent run logged (last value: mlflow.search_runs' metrics.* columns)
+    and its job's process seconds; a name no key of which was logged for a run is left out for it."""
+    latest, job_key = agents.set_index("run_id"), "metrics.cost/process_seconds"
+    rows = []
+    for run in runs.itertuples():
+        for name, keys in TOTALS.items():
+            values = [latest.at[run.run_id, f"metrics.{k}"] for k in keys if f"metrics.{k}" in latest.columns]
+            value = next((v for v in values if pd.notna(v)), None)
+            if value is not None:
+                rows.append((run.run_id, name, float(value)))
+        job = parents.at[run.parent_id, job_key] if job_key in parents else None
+        if job is not None and pd.notna(job):
+            rows.append((run.run_id, JOB_PROCESS_SECONDS, float(job)))
+    return pd.DataFrame(rows, columns=["run_id", "name", "value"])
+
+
+def qualify_problem_ids(runs: pd.DataFrame, problems: pd.DataFrame) -> pd.DataFrame:
+    """When the held-out seed varies across the jobs, one problem id names different problems at different seeds:
+    prefix it with the held-out seed ('<heldout_seed>:<id>'), so per-problem pairs and clusters join only the same
+    problem. Unchanged when the seed is the same everywhere or not recorded."""
+    seeds = runs["heldout_seed"].dropna().unique() if "heldout_seed" in runs else []
+    if len(seeds) < 2 or problems.empty:
+        return problems
+    prefix = problems["run_id"].map(runs.set_index("run_id")["heldout_seed"]).fillna("?")
+    return problems.assign(problem_id=prefix + ":" + problems["problem_id"].astype(str))
 
 
 def refuse_repeated_jobs(runs: pd.DataFrame) -> None:

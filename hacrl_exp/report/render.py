@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import html
+from urllib.parse import urlsplit, urlunsplit
 
 import pandas as pd
 
 from hacrl_exp.evaluation.report import markdown_table
-from hacrl_exp.report.claims import hypothesis_rows
+from hacrl_exp.report.claims import hypothesis_rows, tally
+from hacrl_exp.report.compare import Comparison
+from hacrl_exp.report.costs import COSTS, EXTRA, not_logged
+from hacrl_exp.report.power import MAX_SEEDS
 from hacrl_exp.report.stats import SYMBOL
-from hacrl_exp.report.tables import BASE, Comparison
-from hacrl_exp.report.text import (
-    bracket,
-    headline,
-    headline_rows,
-    interval,
-    num,
-    pval,
-    seeds_needed_text,
-    sentence,
-    signed,
-)
+from hacrl_exp.report.tables import BASE
+from hacrl_exp.report.text import bracket, interval, num, pval, sentence, signed
+from hacrl_exp.tracking import ui_hint
 
 PAPER_REFS = {
     "capability_advantage": "paper Table 2, HACPO − Adv: the unweighted joint baseline",
@@ -31,14 +26,15 @@ PAPER_REFS = {
 }
 
 
-def legend(significance: float, margin: float) -> str:
+def legend(significance: float) -> str:
     """What the verdict symbols mean."""
     return (
-        f"Verdicts (across seeds, paired by seed): {SYMBOL['beat']} A above B and {SYMBOL['fell short of']} A below B "
-        f"(Holm-adjusted exact sign-flip p < {significance}); {SYMBOL['matched']} matched: equivalent within "
-        f"±{num(margin)} (TOST p < {significance}); {SYMBOL['not established']} not established (neither). "
-        "Columns marked *these runs* test over the problems of the trained runs, holding them fixed; they do not "
-        "speak to training randomness and never set a verdict."
+        f"Verdicts (across seeds, paired by seed; every p Holm-adjusted over all tests of its family, < {significance} "
+        f"passes): {SYMBOL['beat']} A above B and {SYMBOL['fell short of']} A below B (sign-flip test); "
+        f"{SYMBOL['matched']} matched: equivalent within the comparison's margin (TOST); {SYMBOL['refuted']} refuted: "
+        f"the one-sided upper bound of Δ lies below the hypothesised gain; {SYMBOL['not established']} not "
+        "established (none of these). Columns marked *these runs* test over the problems of the trained runs, "
+        "holding them fixed; they do not speak to training randomness and never set a verdict."
     )
 
 
@@ -53,9 +49,17 @@ def accuracy_markdown(table: pd.DataFrame, columns: list[str]) -> str:
     return markdown_table(["agent", "method", "seeds", *columns], rows)
 
 
+def power_cell(c: Comparison) -> str:
+    """'0.21 / 23' (power at the grid's seeds / seeds for 80%), '0.05 / > 32', or '' when not simulated."""
+    if c.power != c.power:  # NaN
+        return ""
+    return f"{num(c.power, 2)} / {c.seeds_for_power or f'> {MAX_SEEDS}'}"
+
+
 def delta_markdown(found: list[Comparison], columns: list[str], level: float) -> str:
     """One row per (agent, A vs B): Δ = A − B per category with its verdict symbol (each column its own Holm
-    family), the across-seed tests on the mean, and the per-problem tests on these runs."""
+    family), the across-seed tests on the mean (raw p, Holm-adjusted in brackets), and the per-problem tests on
+    these runs."""
     pct, rows = round(100 * level), []
     index = {(c.agent, c.a, c.b, c.column): c for c in found}
     for c in (c for c in found if c.column == "mean"):
@@ -64,46 +68,55 @@ def delta_markdown(found: list[Comparison], columns: list[str], level: float) ->
             one = index.get((c.agent, c.a, c.b, column))
             cells.append(f"{signed(one.seeds.mean)} {SYMBOL[one.verdict]}" if one else "")
         seeds = bracket(c.seeds.low, c.seeds.high) if c.seeds.n >= 2 else "n/a"
+        tost = f"{pval(c.p_tost)} ({pval(c.p_tost_holm)}) at ±{num(c.margin.value)}" if c.margin else "no margin"
+        refute = f"{pval(c.p_refute)} ({pval(c.p_refute_holm)}) at {signed(c.effect.value)}" if c.effect else "—"
         rows.append(
-            [c.agent, f"{c.a} vs {c.b}", *cells, seeds, pval(c.p_sign_flip), pval(c.p_holm), pval(c.p_tost),
-             f"{c.seeds_won}/{c.seeds.n}", seeds_needed_text(c.seeds_needed), c.verdict,
-             bracket(c.paired.low, c.paired.high), pval(c.paired.p_bootstrap), pval(c.paired.p_mcnemar)]
+            [c.agent, f"{c.a} vs {c.b}", *cells, seeds, f"{pval(c.p_sign_flip)} ({pval(c.p_holm)})", tost, refute,
+             " / ".join(map(str, c.counts)), power_cell(c), c.verdict, bracket(c.paired.low, c.paired.high),
+             pval(c.paired.p_bootstrap), pval(c.paired.p_mcnemar)]
         )  # fmt: skip
-    headers = ["agent", "A vs B", *[f"Δ {c}" for c in columns]]
-    headers += [f"{pct}% CI (seeds)", "p sign-flip", "p Holm", "p TOST", "seeds ahead", "seeds needed", "verdict"]
-    headers += [f"these runs: {pct}% CI (problems)", "these runs: p bootstrap", "these runs: p McNemar"]
+    headers = ["agent", "A vs B", *[f"Δ {c}" for c in columns], f"{pct}% CI (seeds)", "p sign-flip (Holm)"]
+    headers += ["p TOST (Holm) at margin", "p Δ ≥ δ (Holm) at δ", "seeds ahead / tied / behind", "power / 80% at"]
+    headers += ["verdict", f"these runs: {pct}% CI (problems)", "these runs: p bootstrap", "these runs: p McNemar"]
     return markdown_table(headers, rows)
 
 
-def headline_markdown(found: list[Comparison], cost: pd.DataFrame, level: float, task: str) -> str:
-    """The headline table (HACPO vs GSPO×2 and vs GSPO per agent) and its generated sentence."""
-    pct, rows = round(100 * level), []
-    for c in headline_rows(found):
-        seeds = bracket(c.seeds.low, c.seeds.high) if c.seeds.n >= 2 else "n/a"
-        rows.append(
-            [c.agent, f"HACPO vs {c.b}", signed(c.seeds.mean), seeds, bracket(c.paired.low, c.paired.high),
-             pval(c.p_holm), f"{SYMBOL[c.verdict]} {c.verdict}"]
-        )  # fmt: skip
-    headers = ["agent", "comparison", "Δ", f"{pct}% CI across seeds", f"{pct}% CI over problems (these runs)"]
-    table = markdown_table([*headers, "p Holm (seeds)", "verdict"], rows) if rows else ""
-    return "\n\n".join(filter(None, [table, headline(found, cost, level, task)]))
-
-
 def hypotheses_markdown(found: list[Comparison], methods: list[str], agents: list[str], level: float) -> str:
-    """One row per hypothesis and agent: the comparison, its across-seed interval and adjusted p, the verdict and
-    the seeds a paired t-test would need (80% power, α = 0.05) to detect the observed difference."""
+    """One row per hypothesis and agent: the comparison, its interval, the hypothesised effect δ and the one-sided
+    upper bound that refutes it, the Holm-adjusted p's, the power of the report's rule, the verdict; then a tally
+    per hypothesis."""
     pct, rows = round(100 * level), []
-    for h, agent, c, judged in hypothesis_rows(found, methods, agents):
+    found_rows = hypothesis_rows(found, methods, agents)
+    for h, agent, c, judged in found_rows:
         if c is None:
-            rows.append([h.key, h.claim, agent, f"{h.a} vs {h.b}", "", "", "", judged, ""])
+            rows.append([h.key, h.claim, agent, f"{h.a} vs {h.b}", "", "", "", "", "", "", judged])
             continue
         seeds = bracket(c.seeds.low, c.seeds.high) if c.seeds.n >= 2 else "n/a"
         rows.append(
-            [h.key, h.claim, agent, f"{c.a} vs {c.b}", signed(c.seeds.mean), seeds, pval(c.p_holm), judged,
-             seeds_needed_text(c.seeds_needed)]
+            [h.key, h.claim, agent, f"{c.a} vs {c.b}", signed(c.seeds.mean), seeds,
+             signed(c.effect.value) if c.effect else "none", signed(c.upper), pval(c.p_holm),
+             pval(c.p_refute_holm), judged]
         )  # fmt: skip
-    headers = ["", "claim", "agent", "comparison", "Δ", f"{pct}% CI across seeds", "p Holm", "verdict"]
-    return markdown_table([*headers, "seeds needed"], rows)
+    sig = round(100 * (1 - found[0].significance)) if found else 95
+    headers = ["", "claim", "agent", "comparison", "Δ", f"{pct}% CI across seeds", "δ hypothesised"]
+    headers += [f"one-sided {sig}% upper bound", "p Holm (sign-flip)", "p Holm (Δ ≥ δ)", "verdict"]
+    tallies = [tally(found_rows, key) for key in dict.fromkeys(h.key for h, *_ in found_rows)]
+    return markdown_table(headers, rows) + "\n\n" + " ".join(filter(None, tallies))
+
+
+def margins_markdown(found: list[Comparison]) -> str:
+    """Per comparison (A vs B, one row however many agents and columns): its family, the equivalence margin and
+    its rationale, the hypothesised effect and its source."""
+    rows, seen = [], set()
+    for c in found:
+        if (c.a, c.b) in seen:
+            continue
+        seen.add((c.a, c.b))
+        margin = (f"±{num(c.margin.value, 4)}", c.margin.reason) if c.margin else ("none", "the paper reports no "
+                  "number for this pair; set equivalence_margin with margin_reason for one")  # fmt: skip
+        effect = (signed(c.effect.value, 4), c.effect.reason) if c.effect else ("none", "")
+        rows.append([f"{c.a} vs {c.b}", c.family, *margin, *effect])
+    return markdown_table(["comparison", "family", "margin", "why", "δ hypothesised", "source"], rows)
 
 
 def diagnostics_markdown(table: pd.DataFrame) -> str:
@@ -115,18 +128,46 @@ def diagnostics_markdown(table: pd.DataFrame) -> str:
 
 
 def cost_markdown(cost: pd.DataFrame) -> str:
-    """Rollout cost per method and agent (means over seeds)."""
+    """The costs per method and agent (means over seeds), then which costs these runs did not log."""
+    digits = {"process s": 1, EXTRA[0]: 1, EXTRA[1]: 1}
+
+    def cell(row, name):
+        value = row[name]
+        if value != value:  # NaN
+            return "not logged"
+        return num(value, digits[name]) if name in digits else f"{value:.0f}"
+
     rows = [
-        [r.agent, r.method, f"{r.rollouts_total:.0f}", f"{r.tokens_total:.0f}", num(r.seconds, 1), num(r.accuracy),
-         signed(r.gain), signed(r.gain_per_1k_rollouts, 4)]
-        for r in cost.itertuples()
+        [r["agent"], r["method"], *(cell(r, n) for n in (*COSTS, *EXTRA)), num(r["accuracy"]), signed(r["gain"]),
+         signed(r["gain per 1k rollouts"], 4)]
+        for _, r in cost.iterrows()
     ]  # fmt: skip
-    headers = ["agent", "method", "rollouts", "tokens", "training s (job)", "final accuracy", "gain vs step 0"]
-    return markdown_table(headers + ["gain per 1k rollouts"], rows)
+    headers = ["agent", "method", *COSTS, *EXTRA, "final accuracy", "gain vs step 0", "gain per 1k rollouts"]
+    missing = not_logged(cost)
+    note = f"Not logged by these runs: {', '.join(missing)}." if missing else "Every cost was logged by every run."
+    return markdown_table(headers, rows) + "\n\n" + note
 
 
-def selection_markdown(runs: pd.DataFrame, selection: str, skipped: list[str]) -> str:
-    """What the report read: the filter, and per method the agents, seeds and final steps."""
+def per_seed_markdown(table: pd.DataFrame) -> str:
+    """Final held-out accuracy per (agent, method) and seed; the base row is the step-0 start."""
+    seeds = [c for c in table.columns if c not in ("agent", "method")]
+    rows = [[r["agent"], r["method"], *(num(r[s]) for s in seeds)] for _, r in table.iterrows()]
+    return markdown_table(["agent", "method", *(f"seed {s}" for s in seeds)], rows)
+
+
+def outliers_markdown(flags: pd.DataFrame) -> str:
+    """The flagged seeds, or a line saying there are none."""
+    if flags.empty:
+        return "No seed lies beyond 3 MADs of its method's seeds."
+    rows = [[r.agent, r.method, r.seed, signed(r.delta), signed(r.median), num(r.mad, 4), num(r.bound, 4),
+             r.direction] for r in flags.itertuples()]  # fmt: skip
+    headers = ["agent", "method", "seed", "Δ vs its GSPO run", "median Δ", "MAD", "3 · max(MAD, 1/N)", "side"]
+    return markdown_table(headers, rows)
+
+
+def selection_markdown(runs: pd.DataFrame, selection: str, skipped: list[str], uri: str | None = None) -> str:
+    """What the report read: the filter, per method the agents, seeds and final steps, the code versions, the
+    wall-clock, what was left out, and every job with a link to its MLflow run."""
     lines = [f"Runs: MLflow {selection}."]
     rows = []
     for method, part in runs.groupby("method", sort=False):
@@ -139,7 +180,42 @@ def selection_markdown(runs: pd.DataFrame, selection: str, skipped: list[str]) -
         lines.append(wall_clock(runs))
     if skipped:
         lines.append(f"Left out ({len(skipped)}): " + "; ".join(skipped[:20]) + (" …" if len(skipped) > 20 else ""))
+    lines.append(jobs_markdown(runs, uri))
     return "\n\n".join(lines)
+
+
+def run_link(uri: str | None, experiment_id: str, run_id: str) -> str | None:
+    """The run's page in MLflow's UI when the store is an MLflow server (http/https; credentials left out, as
+    hacrl_exp.tracking.ui_hint does), else None: a file or database store has no page until `mlflow ui` serves it."""
+    if not uri or not uri.startswith("http"):
+        return None
+    server = urlsplit(uri)
+    base = urlunsplit((server.scheme, server.netloc.rsplit("@", 1)[-1], server.path.rstrip("/"), "", ""))
+    return f"{base}/#/experiments/{experiment_id}/runs/{run_id}"
+
+
+def jobs_markdown(runs: pd.DataFrame, uri: str | None) -> str:
+    """One row per job (its parent run): name, method, seed, data and held-out seed, and its MLflow run: a link on an
+    MLflow server, else the run id after the `mlflow ui` command that serves the store (a folded HTML block)."""
+    jobs = runs.drop_duplicates("parent_id").sort_values(["method", "seed"])
+    rows = []
+    for job in jobs.itertuples():
+        link = run_link(uri, job.experiment_id, job.parent_id)
+        cell = f"[{job.parent_id[:8]}]({link})" if link else f"`{job.parent_id}`"
+        rows.append([job.run_name, job.method, job.seed, seed_tag(job.data_seed), seed_tag(job.heldout_seed), cell])
+    table = markdown_table(["job", "method", "seed", "data seed", "held-out seed", "MLflow run"], rows)
+    if run_link(uri, "0", "0") or not uri:
+        how = "Each job links to its MLflow run."
+    else:
+        first = jobs["experiment_id"].iat[0]
+        how = (f"To open a job's run: {ui_hint(uri, first).removeprefix('MLflow: ')}, and from there "
+               f"`#/experiments/<experiment>/runs/<run id>` (experiment {first}).")  # fmt: skip
+    return f"<details><summary>{len(jobs)} jobs</summary>\n\n{how}\n\n{table}\n\n</details>"
+
+
+def seed_tag(value) -> str:
+    """A job's data or held-out seed tag, or 'not recorded'."""
+    return "not recorded" if value is None or value != value else str(value)
 
 
 def code_versions(runs: pd.DataFrame) -> str:

@@ -18,10 +18,12 @@ Across seeds, paired by seed (the primary test: d_s = A_s − B_s, one differenc
                          / 2^n (all 2^n sign assignments; valid for any n ≥ 1; smallest possible p is 2/2^n)
     Holm                 p_(1) ≤ … ≤ p_(m) sorted; adjusted p_(i) = max_{j ≤ i} min(1, (m − j + 1) · p_(j))
     TOST                 equivalence within ±m: p = max(P[T_{n−1} ≥ (d̄ + m)/(s_d/√n)], P[T_{n−1} ≤ (d̄ − m)/(s_d/√n)]);
-                         "matched" when p < α (⟺ the (1 − 2α) t-interval lies inside (−m, m)); NaN if s_d = 0
-    seeds needed         smallest n ≥ 2 with power(n) ≥ 0.8 of the two-sided paired t-test at α = 0.05 for the
-                         observed d̄ and s_d: power(n) = P[|T'| > t_{1−α/2, n−1}], T' noncentral t with n − 1 degrees of
-                         freedom and noncentrality √n · |d̄| / s_d
+                         "matched" when its Holm-adjusted p < α (unadjusted: the (1 − 2α) t-interval inside (−m, m));
+                         NaN if s_d = 0
+    one-sided bound      upper = d̄ + t_{1−α, n−1} · s_d/√n (α = significance): the one-sided (1 − α) upper bound
+    refutation p         H0: μ ≥ δ (the hypothesised effect) against μ < δ: p = P[T_{n−1} ≤ (d̄ − δ)/(s_d/√n)];
+                         "refuted" when p < α (⟺ upper < δ); NaN if s_d = 0
+    seeds ahead          #{d_s > 1e-12}, tied #{|d_s| ≤ 1e-12}, behind #{d_s < −1e-12} (float noise is a tie)
     seed-and-problem     percentile interval of an accuracy mean (stays in [0, 1]): resample the seeds, and the problems
     bootstrap            (a problem carries all its seeds), with replacement; statistic = mean over the drawn seeds of
                          the weighted accuracy over the drawn problems
@@ -31,10 +33,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
 
+@lru_cache(maxsize=4096)
 def t_quantile(q: float, dof: int) -> float:
     """The q-quantile of Student's t with `dof` degrees of freedom (scipy's, which mlflow installs)."""
     from scipy.stats import t
@@ -232,35 +236,46 @@ def tost_p(differences, margin: float) -> float:
     return max(p_lower, p_upper)
 
 
-def paired_t_power(n: int, mean: float, sd: float, alpha: float = 0.05) -> float:
-    """Power of the two-sided paired t-test with n pairs: P[|T'| > t_{1−α/2, n−1}], T' ~ noncentral t(n − 1,
-    √n · |mean| / sd)."""
-    from scipy.stats import nct, t
-
-    critical = float(t.ppf(1.0 - alpha / 2.0, n - 1))
-    shift = math.sqrt(n) * abs(mean) / sd
-    return float(nct.sf(critical, n - 1, shift) + nct.cdf(-critical, n - 1, shift))
+TIE = 1e-12
+"""Per-seed differences within ±TIE are ties: accuracies are counts over totals, so anything smaller is rounding."""
 
 
-def seeds_needed(mean: float, sd: float, alpha: float = 0.05, power: float = 0.8, cap: int = 1_000_000) -> int | None:
-    """Smallest n ≥ 2 with paired_t_power(n, mean, sd, alpha) ≥ power: the seeds a two-sided paired t-test needs to
-    detect the observed mean difference with the observed SD. None when mean or sd is 0 or not finite (no effect
-    to detect, or no spread to plan with) or when more than `cap` seeds would be needed."""
-    if not (math.isfinite(mean) and math.isfinite(sd)) or mean == 0.0 or sd <= 0.0:
-        return None
-    high = 2
-    while paired_t_power(high, mean, sd, alpha) < power:  # power rises with n: double, then bisect
-        if high >= cap:
-            return None
-        high = min(2 * high, cap)
-    low = max(2, high // 2)
-    while low < high:
-        middle = (low + high) // 2
-        if paired_t_power(middle, mean, sd, alpha) >= power:
-            high = middle
-        else:
-            low = middle + 1
-    return high
+def seed_counts(differences) -> tuple[int, int, int]:
+    """(ahead, tied, behind): how many per-seed differences d_s are > TIE, within ±TIE, < −TIE (NaN ones left out)."""
+    d = np.asarray(differences, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    return int(np.sum(d > TIE)), int(np.sum(np.abs(d) <= TIE)), int(np.sum(d < -TIE))
+
+
+def _mean_se(differences) -> tuple[float, float, int]:
+    """(d̄, s_d/√n, n) of the finite differences; se NaN when n < 2."""
+    d = np.asarray(differences, dtype=np.float64)
+    d = d[np.isfinite(d)]
+    n = len(d)
+    if n < 2:
+        return (float(d.mean()) if n else math.nan), math.nan, n
+    return float(d.mean()), float(d.std(ddof=1)) / math.sqrt(n), n
+
+
+def one_sided_upper(differences, alpha: float = 0.05) -> float:
+    """The one-sided (1 − α) upper confidence bound of the mean difference: d̄ + t_{1−α, n−1} · s_d/√n (NaN when
+    n < 2; d̄ when s_d = 0)."""
+    mean, se, n = _mean_se(differences)
+    if n < 2:
+        return math.nan
+    return mean + t_quantile(1.0 - alpha, n - 1) * se
+
+
+def refute_p(differences, effect: float) -> float:
+    """One-sided t-test of H0: μ ≥ effect (the hypothesised gain holds) against μ < effect, on the per-seed
+    differences: p = P[T_{n−1} ≤ (d̄ − effect)/(s_d/√n)]. p < α ⟺ one_sided_upper(d, α) < effect. NaN when
+    n < 2, s_d = 0 (no spread to test with, as in tost_p) or the effect is not finite."""
+    from scipy.stats import t
+
+    mean, se, n = _mean_se(differences)
+    if n < 2 or not math.isfinite(effect) or not se > 0.0:
+        return math.nan
+    return float(t.cdf((mean - effect) / se, n - 1))
 
 
 def seed_problem_bootstrap(
@@ -293,16 +308,26 @@ def seed_problem_bootstrap(
     return float(low), float(high)
 
 
-MATCHED, NOT_ESTABLISHED = "matched", "not established"
-SYMBOL = {BEAT: "▲", FELL_SHORT: "▼", MATCHED: "≈", NOT_ESTABLISHED: "○"}
-"""Compact verdict symbols: ▲ A above B, ▼ A below B, ≈ equivalent within the margin, ○ neither established."""
+MATCHED, REFUTED, NOT_ESTABLISHED = "matched", "refuted", "not established"
+SYMBOL = {BEAT: "▲", FELL_SHORT: "▼", MATCHED: "≈", REFUTED: "✗", NOT_ESTABLISHED: "○"}
+"""Compact verdict symbols: ▲ A above B, ▼ A below B, ≈ equivalent within the margin, ✗ the hypothesised gain of A
+over B excluded, ○ none of these established."""
 
 
-def seed_verdict(delta: float, p_adjusted: float, p_tost: float, significance: float = 0.05) -> str:
-    """The verdict of a comparison, from the across-seed tests: BEAT / FELL_SHORT when the Holm-adjusted sign-flip
-    p < significance (Δ above / below 0), else MATCHED when the TOST p < significance, else NOT_ESTABLISHED."""
-    if math.isfinite(delta) and math.isfinite(p_adjusted) and p_adjusted < significance and delta != 0:
+def seed_verdict(
+    delta: float, p_holm: float, p_tost_holm: float, p_refute_holm: float = math.nan, significance: float = 0.05
+) -> str:
+    """The verdict of a comparison from its Holm-adjusted across-seed tests, first that passes (p < significance):
+    BEAT / FELL_SHORT (sign-flip; Δ above / below 0), MATCHED (TOST within the margin), REFUTED (the one-sided
+    test that excludes the hypothesised effect), else NOT_ESTABLISHED."""
+
+    def passes(p: float) -> bool:
+        return math.isfinite(p) and p < significance
+
+    if math.isfinite(delta) and delta != 0 and passes(p_holm):
         return BEAT if delta > 0 else FELL_SHORT
-    if math.isfinite(p_tost) and p_tost < significance:
+    if passes(p_tost_holm):
         return MATCHED
+    if passes(p_refute_holm):
+        return REFUTED
     return NOT_ESTABLISHED

@@ -1,4 +1,4 @@
-"""The report's numbers: final accuracies across seeds, paired comparisons, ablations and rollout cost.
+"""The report's numbers: final accuracies across seeds, the ablations present and the mechanism diagnostics.
 
 Every function takes the tidy frames of `hacrl_exp.report.load.ReportData` and returns plain data (DataFrames or
 dataclasses); formatting is `render`'s job. "Final" is each run's last evaluation.
@@ -6,33 +6,13 @@ dataclasses); formatting is `render`'s job. "Final" is each run's last evaluatio
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
-
-import numpy as np
 import pandas as pd
 
 from hacrl_exp.algo.algorithms import ALGORITHMS
 from hacrl_exp.report.load import HELDOUT, MECHANISM_LABELS, ReportData
-from hacrl_exp.report.stats import (
-    Interval,
-    PairedTest,
-    holm,
-    mean_t_interval,
-    paired_test,
-    seed_problem_bootstrap,
-    seed_verdict,
-    seeds_needed,
-    sign_flip_p,
-    tost_p,
-    verdict,
-)
+from hacrl_exp.report.rules import MAIN_METHODS
+from hacrl_exp.report.stats import Interval, mean_t_interval, seed_problem_bootstrap
 
-MAIN_METHODS = ("GSPO", "GSPO×2", "GRPO", "Naive", "HACPO")
-"""Order of the main methods; in a comparison A is the later one, so HACPO is always A."""
-BASELINES = ("GSPO", "GSPO×2")
-MAIN, ABLATION = "main", "ablation"
-"""The two families of tests Holm adjusts separately (per column): every pair of main methods, HACPO vs ablations."""
 BASE = "base (step 0)"
 """The warm-started agents before RL: every method's step-0 evaluation at that seed."""
 
@@ -65,12 +45,6 @@ def methods_in(data: ReportData, order: tuple[str, ...] = MAIN_METHODS) -> list[
     """The methods present, those in `order` first (in that order), then the rest alphabetically."""
     present = set(data.runs["method"])
     return [m for m in order if m in present] + sorted(present - set(order))
-
-
-def main_pairs(methods: list[str]) -> list[tuple[str, str]]:
-    """Every pair of the main methods present, (later, earlier) in MAIN_METHODS order: A = the later method."""
-    main = [m for m in MAIN_METHODS if m in methods]
-    return [(a, b) for i, a in enumerate(main) for b in main[:i]]
 
 
 def accuracy_table(
@@ -114,7 +88,7 @@ def problem_matrix(data: ReportData, agent: str, method: str, column: str):
     answers), or None without any. Weights are 1/|category| for the held-out mean (a mean over categories, as the
     logged metric), else 1."""
     runs = data.runs[(data.runs["agent"] == agent) & ((data.runs["method"] == method) | (method == BASE))]
-    answers = data.problems[data.problems["step"] == 0] if method == BASE else final_answers(data.problems)
+    answers = data.problems[data.problems["step"] == 0] if method == BASE else data.final_problems()
     scored = answers.merge(runs[["run_id", "seed"]], on="run_id")
     if column in set(data.benchmarks["benchmark"]):
         scored = scored[scored["benchmark"] == column]
@@ -132,165 +106,10 @@ def problem_matrix(data: ReportData, agent: str, method: str, column: str):
     return wide.to_numpy(dtype=float), weights
 
 
-def final_answers(problems: pd.DataFrame) -> pd.DataFrame:
-    """The rows of each run's last evaluation (the loader adds step-0 rows for the base)."""
-    return problems[problems["step"] == problems.groupby("run_id")["step"].transform("max")]
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """Method `a` against method `b` for one agent and column: Δ = a − b."""
-
-    agent: str
-    a: str
-    b: str
-    column: str
-    seeds: Interval
-    """Δ per seed (paired by seed), mean and t-interval across seeds."""
-    paired: PairedTest
-    """Per-problem paired bootstrap and McNemar, (seed, problem) pairs pooled over seeds."""
-    seeds_won: int
-    significance: float = 0.05
-    per_seed: tuple[float, ...] = ()
-    """The per-seed differences d_s = A_s − B_s (in seed order)."""
-    p_sign_flip: float = math.nan
-    """Exact sign-flip permutation p of the per-seed differences (the primary test), before adjustment."""
-    p_holm: float = math.nan
-    """p_sign_flip Holm-adjusted within its family (same column, same family); set by adjust()."""
-    p_tost: float = math.nan
-    """TOST p of equivalence within ±margin on the per-seed differences."""
-    margin: float = 0.02
-    family: str = MAIN
-
-    @property
-    def verdict(self) -> str:
-        """'beat' / 'fell short of' (Holm-adjusted sign-flip p < significance), 'matched' (TOST p < significance),
-        else 'not established': the across-seed verdict (stats.seed_verdict)."""
-        return seed_verdict(self.seeds.mean, self.p_holm, self.p_tost, self.significance)
-
-    @property
-    def runs_verdict(self) -> str:
-        """The per-problem verdict on these runs ('beat', 'fell short of', 'was indistinguishable from'): paired
-        bootstrap p < significance; it treats the trained runs as fixed."""
-        return verdict(self.paired.delta, self.paired.p_bootstrap, self.significance)
-
-    @property
-    def sd(self) -> float:
-        """Sample SD (divisor n − 1) of the per-seed differences; NaN with fewer than 2 seeds."""
-        return float(np.std(self.per_seed, ddof=1)) if len(self.per_seed) >= 2 else math.nan
-
-    @property
-    def seeds_needed(self) -> int | None:
-        """Seeds for 80% power of a two-sided paired t-test at α = 0.05 to detect the observed mean difference."""
-        return seeds_needed(self.seeds.mean, self.sd)
-
-
-def compare(
-    data: ReportData,
-    final: pd.DataFrame,
-    agent: str,
-    a: str,
-    b: str,
-    column: str = "mean",
-    significance: float = 0.05,
-    margin: float = 0.02,
-    family: str = MAIN,
-    **boot,
-) -> Comparison | None:
-    """Compare methods a and b for one agent at the seeds both have; None when they share no seed."""
-
-    def values(method):
-        part = final[(final["agent"] == agent) & (final["method"] == method) & (final["column"] == column)]
-        return part.groupby("seed")["value"].mean()
-
-    va, vb = values(a), values(b)
-    seeds = sorted(set(va.index) & set(vb.index))
-    if not seeds:
-        return None
-    per_seed = va.loc[seeds] - vb.loc[seeds]
-    pairs = problem_pairs(data, agent, a, b, seeds, column)
-    if pairs.empty:
-        return None
-    # held-out 'mean' is a mean over categories: weight 1/|category|; a benchmark's metric is a mean over problems
-    is_benchmark = column in set(data.benchmarks["benchmark"])
-    weights = None if is_benchmark else 1.0 / pairs.groupby(["seed", "category"])["problem_id"].transform("count")
-    test = paired_test(pairs["score_a"], pairs["score_b"], pairs["problem_id"], weights, **boot)
-    won = int(np.sum(per_seed.to_numpy() > 0))
-    interval = mean_t_interval(per_seed, boot.get("level", 0.95))
-    d = tuple(float(x) for x in per_seed.to_numpy())
-    return Comparison(
-        agent, a, b, column, interval, test, won, significance, d, sign_flip_p(d), math.nan, tost_p(d, margin),
-        margin, family,
-    )  # fmt: skip
-
-
-def problem_pairs(data: ReportData, agent: str, a: str, b: str, seeds: list[int], column: str) -> pd.DataFrame:
-    """(seed, problem_id, category, score_a, score_b): final answers of a and b at the same seed and problem."""
-    runs = data.runs[(data.runs["agent"] == agent) & data.runs["seed"].isin(seeds)]
-    scored = final_answers(data.problems).merge(runs[["run_id", "method", "seed"]], on="run_id")
-    if column in set(data.benchmarks["benchmark"]):
-        scored = scored[scored["benchmark"] == column]
-    else:
-        scored = scored[scored["benchmark"] == HELDOUT]
-        scored = scored if column == "mean" else scored[scored["category"] == column]
-    key = ["seed", "problem_id", "category"]
-    side_a = scored[scored["method"] == a].groupby(key, as_index=False)["score"].mean()
-    side_b = scored[scored["method"] == b].groupby(key, as_index=False)["score"].mean()
-    return side_a.merge(side_b, on=key, suffixes=("_a", "_b"))
-
-
-def comparisons(
-    data: ReportData, final: pd.DataFrame, pairs: list[tuple[str, str]], columns: list[str], **settings
-) -> list[Comparison]:
-    """compare() for every agent, every (a, b) present, every column; sign-flip p Holm-adjusted (adjust())."""
-    present = set(data.runs["method"])
-    out = []
-    for agent in sorted(data.runs["agent"].unique()):
-        for a, b in pairs:
-            if a in present and b in present:
-                for column in columns:
-                    found = compare(data, final, agent, a, b, column, **settings)
-                    if found is not None:
-                        out.append(found)
-    return adjust(out)
-
-
-def adjust(found: list[Comparison]) -> list[Comparison]:
-    """Holm-adjust the sign-flip p-values within each family: the comparisons of one family on one column, over
-    every agent and pair (so a family is the set of claims made about one outcome)."""
-    out = list(found)
-    groups: dict[tuple[str, str], list[int]] = {}
-    for i, c in enumerate(out):
-        groups.setdefault((c.family, c.column), []).append(i)
-    for members in groups.values():
-        adjusted = holm([out[i].p_sign_flip for i in members])
-        for i, p in zip(members, adjusted):
-            out[i] = replace(out[i], p_holm=float(p))
-    return out
-
-
 def ablation_methods(data: ReportData) -> list[tuple[str, str]]:
     """(mechanism key, method label) for every 'HACPO −X' present with a single mechanism off."""
     present = set(data.runs["method"])
     return [(key, f"HACPO −{short}") for key, short in MECHANISM_LABELS.items() if f"HACPO −{short}" in present]
-
-
-def cost_table(data: ReportData, final: pd.DataFrame) -> pd.DataFrame:
-    """Per (method, agent), means over seeds: rollouts and tokens generated, training seconds, final accuracy,
-    its gain over the step-0 accuracy, and that gain per 1000 rollouts."""
-    last = data.curves[data.curves["metric"].isin(["rollouts_total", "tokens_total", "seconds"])]
-    last = last[last["step"] == last.groupby(["run_id", "metric"])["step"].transform("max")]
-    wide = last.pivot_table(index="run_id", columns="metric", values="value").reset_index()
-    wide = wide.merge(data.runs[["run_id", "method", "agent", "seed"]], on="run_id")
-    mean = final[final["column"] == "mean"]
-    acc = mean[mean["method"] != BASE][["run_id", "value"]].rename(columns={"value": "accuracy"})
-    base = mean[mean["method"] == BASE][["agent", "seed", "value"]].rename(columns={"value": "base"})
-    wide = wide.merge(acc, on="run_id").merge(base, on=["agent", "seed"], how="left")
-    wide["gain"] = wide["accuracy"] - wide["base"]
-    wide["gain_per_1k_rollouts"] = 1000.0 * wide["gain"] / wide["rollouts_total"].where(wide["rollouts_total"] > 0)
-    numeric = ["rollouts_total", "tokens_total", "seconds", "accuracy", "gain", "gain_per_1k_rollouts"]
-    table = wide.groupby(["method", "agent"], as_index=False)[numeric].mean()
-    return by_agent_then_method(table, methods_in(data))
 
 
 DIAGNOSTICS = {
@@ -327,8 +146,3 @@ def by_agent_then_method(table: pd.DataFrame, methods: list[str]) -> pd.DataFram
     """Rows sorted by agent, then by the method's place in `methods`."""
     order = {m: i for i, m in enumerate(methods)}
     return table.sort_values(["agent", "method"], key=lambda s: s.map(order) if s.name == "method" else s)
-
-
-def ratio(numerator: float, denominator: float) -> float:
-    """numerator / denominator, NaN when the denominator is 0 or missing."""
-    return numerator / denominator if denominator and math.isfinite(denominator) else math.nan

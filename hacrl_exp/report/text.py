@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import math
 
-import pandas as pd
-
-from hacrl_exp.report.stats import BEAT, FELL_SHORT, INDISTINGUISHABLE, MATCHED, NOT_ESTABLISHED, SYMBOL, Interval
-from hacrl_exp.report.tables import Comparison, ratio
+from hacrl_exp.report.compare import Comparison
+from hacrl_exp.report.power import MAX_SEEDS
+from hacrl_exp.report.stats import BEAT, FELL_SHORT, INDISTINGUISHABLE, MATCHED, REFUTED, SYMBOL, Interval
 
 
 def num(x: float, digits: int = 3) -> str:
@@ -46,17 +45,52 @@ def bracket(low: float, high: float) -> str:
     return f"[{signed(low)}, {signed(high)}]"
 
 
+def seeds_phrase(c: Comparison) -> str:
+    """'HACPO behind in 7 of 10 seeds, ahead in 2, tied in 1': the larger side first, sides of 0 left out (ties:
+    |d_s| ≤ 1e-12)."""
+    ahead, tied, behind = c.counts
+    if tied == c.seeds.n:
+        return f"tied at all {tied} seeds"
+    sides = [("ahead", ahead), ("behind", behind)]
+    (first, k), (second, j) = sides if ahead >= behind else sides[::-1]
+    text = f"{c.a} {first} in {k} of {c.seeds.n} seeds" + (f", {second} in {j}" if j else "")
+    return text + (f", tied in {tied}" if tied else "")
+
+
+def margin_text(c: Comparison) -> str:
+    """'±0.017 (half the paper's +0.0333, Table 1 …)', or 'none' when the comparison has no margin."""
+    return f"±{num(c.margin.value)} ({c.margin.reason})" if c.margin else "none"
+
+
+def effect_text(c: Comparison) -> str:
+    """'+0.033 (the paper's, Table 1 …)', or 'none'."""
+    return f"{signed(c.effect.value)} ({c.effect.reason})" if c.effect else "none"
+
+
+def refutation(c: Comparison) -> str:
+    """'the hypothesised +0.033 is refuted (one-sided 95% upper bound +0.001 < +0.033, Holm p < 0.001)'."""
+    pct = round(100 * (1 - c.significance))
+    return (
+        f"the hypothesised {signed(c.effect.value)} is refuted (one-sided {pct}% upper bound {signed(c.upper)} < "
+        f"{signed(c.effect.value)}, Holm {p_is(c.p_refute_holm)})"
+    )
+
+
 def verdict_phrase(c: Comparison) -> str:
-    """'HACPO beat GSPO×2 for gpt2_bpe', '… matched … (within ±0.020)', or '… : not established (…)'."""
-    margin = f"±{num(c.margin)}"
+    """'▲ HACPO beat GSPO×2 for gpt2_bpe', '≈ … matched … (within ±0.017)', '✗ … refuted (…)', or '○ … not
+    established (…)', naming only the tests the comparison has."""
     if c.verdict in (BEAT, FELL_SHORT):
         return f"{SYMBOL[c.verdict]} {c.a} {c.verdict} {c.b} for {c.agent}"
     if c.verdict == MATCHED:
-        return f"{SYMBOL[MATCHED]} {c.a} matched {c.b} for {c.agent} (within {margin})"
-    return (
-        f"{SYMBOL[NOT_ESTABLISHED]} {c.a} vs {c.b} for {c.agent}: not established (neither a difference across "
-        f"seeds nor equivalence within {margin})"
-    )
+        also = f"; {refutation(c)}" if c.refuted else ""
+        return f"{SYMBOL[MATCHED]} {c.a} matched {c.b} for {c.agent} (within ±{num(c.margin.value)}{also})"
+    if c.verdict == REFUTED:
+        return f"{SYMBOL[REFUTED]} {c.a} vs {c.b} for {c.agent}: {refutation(c)}"
+    tried = ["a difference across seeds"]
+    tried += [f"equivalence within ±{num(c.margin.value)}"] if c.margin else []
+    tried += [f"a refutation of {signed(c.effect.value)}"] if c.effect else []
+    tried_text = f"neither {', nor '.join(tried)}" if len(tried) > 1 else f"no {tried[0]}"
+    return f"{SYMBOL[c.verdict]} {c.a} vs {c.b} for {c.agent}: not established ({tried_text})"
 
 
 def smallest_sign_flip_p(n: int) -> float:
@@ -67,7 +101,7 @@ def smallest_sign_flip_p(n: int) -> float:
 def caveats(c: Comparison, level: float) -> list[str]:
     """Where the tests disagree, whichever the direction: a seed interval that excludes 0 without a passing adjusted
     p, a per-problem result on these runs that the across-seed test does not back (or the reverse), and seeds too
-    few for any sign-flip p to pass."""
+    few for any sign-flip p to pass Holm's first step."""
     pct, sig, out = round(100 * level), c.significance, []
     passed = c.verdict in (BEAT, FELL_SHORT)
     side = lambda x: "above" if x > 0 else "below"  # noqa: E731 - a one-word helper
@@ -87,24 +121,41 @@ def caveats(c: Comparison, level: float) -> list[str]:
             f"Across seeds the difference passes, but over the problems of these runs it does not (paired bootstrap "
             f"{p_is(c.paired.p_bootstrap)})."
         )
-    if c.seeds.n >= 1 and smallest_sign_flip_p(c.seeds.n) >= sig:
+    tests = max(c.tests, 1)
+    if c.seeds.n >= 1 and smallest_sign_flip_p(c.seeds.n) * tests >= sig:
         out.append(
             f"With {c.seeds.n} seed{'s' * (c.seeds.n != 1)} no sign-flip p can be below "
-            f"{num(smallest_sign_flip_p(c.seeds.n))} (2/2^n), so no difference can be established at {sig}."
+            f"{pval(smallest_sign_flip_p(c.seeds.n))} (2/2^n), and Holm over the {tests} tests of its family needs "
+            f"one below {pval(sig / tests)}, so no difference can be established at {sig}."
         )
     return out
 
 
+def power_text(c: Comparison) -> str:
+    """'power of the report's rule at 10 seeds: 0.21; 80% at 23 seeds' (or '> 32 seeds'), '' when not simulated."""
+    if not math.isfinite(c.power):
+        return ""
+    needed = f"{c.seeds_for_power} seeds" if c.seeds_for_power else f"> {MAX_SEEDS} seeds"
+    return f"power of the report's rule at {c.seeds.n} seeds {num(c.power, 2)}, 80% at {needed}"
+
+
 def sentence(c: Comparison, level: float) -> str:
-    """'▲ HACPO beat GSPO×2 for gpt2_bpe: Δ = +0.042 …' with every number the verdict rests on, then the caveats."""
+    """'▲ HACPO beat GSPO×2 for gpt2_bpe. Δ = +0.042 …' with every number the verdict rests on, then the caveats."""
     pct, seeds = round(100 * level), c.seeds
     text = f"{verdict_phrase(c)}. Δ = {signed(seeds.mean)} in held-out accuracy"
     if seeds.n >= 2:
+        tests = [f"sign-flip {p_is(c.p_sign_flip)} (Holm {pval(c.p_holm)})"]
+        if c.margin:
+            tests.append(f"TOST at ±{num(c.margin.value)} {p_is(c.p_tost)} (Holm {pval(c.p_tost_holm)})")
+        if c.effect:
+            tests.append(
+                f"H0 Δ ≥ {signed(c.effect.value)}: {p_is(c.p_refute)} (Holm {pval(c.p_refute_holm)}), one-sided "
+                f"{round(100 * (1 - c.significance))}% upper bound {signed(c.upper)}"
+            )
+        extra = "; ".join(filter(None, [seeds_phrase(c), power_text(c)]))
         text += (
-            f" (across {seeds.n} seeds, paired by seed: {pct}% t-interval {bracket(seeds.low, seeds.high)}, "
-            f"sign-flip p = {pval(c.p_sign_flip)}, Holm-adjusted {pval(c.p_holm)}, TOST at ±{num(c.margin)} "
-            f"p = {pval(c.p_tost)}, {c.a} ahead in {c.seeds_won} of {seeds.n}; seeds needed for 80% power: "
-            f"{seeds_needed_text(c.seeds_needed)})"
+            f" (across {seeds.n} seeds, paired by seed: {pct}% t-interval {bracket(seeds.low, seeds.high)}; "
+            f"{'; '.join(tests)}; Holm over {c.tests} tests; {extra})"
         )
     else:
         text += " (1 seed: no across-seed test)"
@@ -114,43 +165,3 @@ def sentence(c: Comparison, level: float) -> str:
         f"McNemar {p_is(c.paired.p_mcnemar)} on {c.paired.b} vs {c.paired.c} discordant answers."
     )
     return " ".join([text, *caveats(c, level)])
-
-
-def seeds_needed_text(n: int | None) -> str:
-    """The seeds-needed number, or '—' when there is no effect or no spread to plan with."""
-    return "—" if n is None else str(n)
-
-
-def headline_rows(found: list[Comparison]) -> list[Comparison]:
-    """The comparisons of the headline: HACPO against GSPO×2 and against GSPO on the mean, per agent."""
-    order = {"GSPO×2": 0, "GSPO": 1}
-    mine = [c for c in found if c.a == "HACPO" and c.b in order and c.column == "mean"]
-    return sorted(mine, key=lambda c: (c.agent, order[c.b]))
-
-
-def rollout_share(cost: pd.DataFrame, agent: str) -> float:
-    """HACPO's rollouts over GSPO×2's for this agent (means over seeds); NaN when either is missing."""
-    rollouts = cost[cost["agent"] == agent].set_index("method")["rollouts_total"]
-    return ratio(rollouts.get("HACPO", math.nan), rollouts.get("GSPO×2", math.nan))
-
-
-def headline(found: list[Comparison], cost: pd.DataFrame, level: float, task: str) -> str:
-    """The headline sentence: HACPO against GSPO×2 (with its share of the rollouts) and against GSPO, per agent,
-    with the across-seed verdicts, and how many agents support H1."""
-    rows = headline_rows(found)
-    if not rows:
-        return "None: the selection lacks HACPO, or both GSPO and GSPO×2, so HACPO was not compared with them."
-    pct, parts = round(100 * level), []
-    for c in rows:
-        share = rollout_share(cost, c.agent) if c.b == "GSPO×2" else math.nan
-        rollouts = f", with {num(share, 2)}× its rollouts" if math.isfinite(share) else ""
-        across = (
-            f"{pct}% CI across {c.seeds.n} seeds {bracket(c.seeds.low, c.seeds.high)}" if c.seeds.n >= 2 else "1 seed"
-        )
-        parts.append(f"against {c.b} for {c.agent}{rollouts}: {c.verdict} (Δ = {signed(c.seeds.mean)}, {across})")
-    text = f"On {task}, HACPO " + "; ".join(parts) + "."
-    h1 = [c for c in rows if c.b == "GSPO×2"]
-    if h1:
-        won = sum(c.verdict == BEAT for c in h1)
-        text += f" H1 (HACPO > GSPO×2 with half the rollouts) is supported for {won} of {len(h1)} agents."
-    return text

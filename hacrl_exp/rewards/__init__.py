@@ -2,11 +2,21 @@
 evaluation, the gold check, the lm-eval export and `python -m hacrl_exp.grade`. Depends on nothing else in hacrl_exp."""
 
 from hacrl_exp.rewards.forms import canonical, compact, normalize_gold
-from hacrl_exp.rewards.grader import COMPARES, EXTRACTORS, REWARDS, Grade, Grader, resolve_compare
+from hacrl_exp.rewards.grader import (
+    COMPARES,
+    EXTRACTORS,
+    FORMS,
+    REWARDS,
+    Grade,
+    Grader,
+    resolve_compare,
+    resolve_forms,
+)
 
 __all__ = [
     "COMPARES",
     "EXTRACTORS",
+    "FORMS",
     "REWARDS",
     "Grade",
     "Grader",
@@ -14,4 +24,5 @@ __all__ = [
     "compact",
     "normalize_gold",
     "resolve_compare",
+    "resolve_forms",
 ]

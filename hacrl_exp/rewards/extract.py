@@ -96,12 +96,12 @@ _TOP_COMMA = re.compile(
     r",\s*(?=\\?[A-Za-z][^,=]{0,30}(?:=|\\in(?![A-Za-z])))"
 )  # `a=2, h=-1`: a comma that starts another relation
 _FREE_LETTER = re.compile(r"(?<!\\)\b[A-Za-z]|(?<=[\d}])[A-Za-z]")
-_VARIABLE = r"[A-Za-z](?:_\{?\w+\}?)?"
-_BOUNDS = (
-    (re.compile(rf"^(.+?)\s*(<|\\leqslant|\\leq?)\s*{_VARIABLE}\s*(<|\\leqslant|\\leq?)\s*(.+)$"), None),
-    (re.compile(rf"^{_VARIABLE}\s*(<|\\leqslant|\\leq?)\s*(.+)$"), "upper"),
-    (re.compile(rf"^{_VARIABLE}\s*(>|\\geqslant|\\geq?)\s*(.+)$"), "lower"),
-)
+RELATION_OPERATOR = re.compile(r"<=|>=|<|>|\\[lg]eq?(?:slant)?(?![A-Za-z])|\\[lg]t(?![A-Za-z])|≤|≥")
+"""An order relation in any spelling; `as_interval` splits a span at these."""
+_VARIABLE = re.compile(r"[A-Za-z](?:_\{?\w+\}?)?(?:\([A-Za-z]\))?")  # `x`, `k_1`, `a_{n}`, `f(x)` (a range of f)
+_UPPER = {"<": ")", "≤": "]"}
+_LOWER = {">": "(", "≥": "["}
+_FLIP = {"<": ">", "≤": "≥", ">": "<", "≥": "≤"}
 _EDGE_PUNCT = " \t\n.,;:"
 MAX_STATEMENTS = 40
 """At most this many candidates per gold solution (the last sentences first: a solution ends with its result)."""
@@ -117,19 +117,48 @@ def _unbold(text: str) -> str:
 
 
 def as_interval(span: str) -> str | None:
-    """A one-variable inequality as an interval: `a \\leq x < b` -> `[a,b)`, `k<-5` -> `(-\\infty,-5)`."""
-    for pattern, kind in _BOUNDS:
-        m = pattern.match(span)
-        if m and kind is None:
-            lo, op1, op2, hi = m.groups()
-            return f"{'(' if op1 == '<' else '['}{lo},{hi}{')' if op2 == '<' else ']'}"
-        if m:
-            op, bound = m.groups()
-            strict = op in ("<", ">")
-            if kind == "upper":
-                return f"(-\\infty,{bound}{')' if strict else ']'}"
-            return f"{'(' if strict else '['}{bound},\\infty)"
-    return None
+    """A one-variable inequality as an interval: `a \\leq x < b` -> `[a,b)`, `k<-5` and `5 > k` -> `(-\\infty,5)`,
+    `-x > -1` -> `(-\\infty,1)`, `0 < f(x) < 1` -> `(0,1)`. None for anything else (two variables, a bound that is
+    itself a relation or a list, mixed directions). Linear: the span is split once at its relations."""
+    parts = RELATION_OPERATOR.split(span)
+    ops = [_order(m.group()) for m in RELATION_OPERATOR.finditer(span)]
+    terms = [p.strip() for p in parts]
+    if not all(terms) or any(_TOP_LIST.search(t) for t in terms):
+        return None
+    if len(ops) == 2 and _VARIABLE.fullmatch(terms[1]) and ops[0] in _UPPER and ops[1] in _UPPER:  # lo < x < hi
+        return f"{'(' if ops[0] == '<' else '['}{terms[0]},{terms[2]}{_UPPER[ops[1]]}"
+    if len(ops) == 2 and _VARIABLE.fullmatch(terms[1]) and ops[0] in _LOWER and ops[1] in _LOWER:  # hi > x > lo
+        return as_interval(f"{terms[2]}{_FLIP[ops[1]]}{terms[1]}{_FLIP[ops[0]]}{terms[0]}")
+    if len(ops) != 1:
+        return None
+    (left, right), op = terms, ops[0]
+    if not _VARIABLE.fullmatch(left.removeprefix("-").strip()):  # `5 > x`: the variable on the right
+        left, right, op = right, left, _FLIP[op]
+    if left.startswith("-"):  # `-x > -1` is `x < 1`
+        left, right, op = left[1:].strip(), _negated(right), _FLIP[op]
+    if not _VARIABLE.fullmatch(left):
+        return None
+    if op in _UPPER:
+        return f"(-\\infty,{right}{_UPPER[op]}"
+    return f"{_LOWER[op]}{right},\\infty)"
+
+
+_TOP_LIST = re.compile(r"[,;=]")
+_SIGNED_TERM = re.compile(r"-?[^-+]+")
+
+
+def _order(op: str) -> str:
+    """One spelling per relation: `<`, `>`, `≤`, `≥`."""
+    if op in ("<", ">", "≤", "≥", "<=", ">="):
+        return {"<=": "≤", ">=": "≥"}.get(op, op)
+    return {"l": "≤", "g": "≥"}[op[1]] if op[2] == "e" else {"l": "<", "g": ">"}[op[1]]
+
+
+def _negated(term: str) -> str:
+    """-term, written simply when term is one signed term (`-1` -> `1`, `\\frac12` -> `-\\frac12`)."""
+    if not _SIGNED_TERM.fullmatch(term):
+        return f"-({term})"
+    return term[1:].strip() if term.startswith("-") else f"-{term}"
 
 
 def _span_values(body: str) -> list[tuple[str, str]]:

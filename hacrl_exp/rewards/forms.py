@@ -6,9 +6,9 @@ The rules (`canonical`), each for a form that graded wrong before it existed (do
 
 | form | example | canonical |
 |---|---|---|
-| math delimiters, `\\displaystyle`, `\\left` / `\\right`, spaces `\\, \\! \\; \\: \\quad` | `$\\left( 3, \\tfrac12 \\right)$` | `(3,\\frac12)` |
+| math delimiters, `\\displaystyle`, `\\left` / `\\right`, spaces `\\, \\! \\; \\: \\quad` (a run as one) | `$\\left( 3, \\tfrac12 \\right)$` | `(3,\\frac12)` |
 | `\\dfrac`, `\\tfrac` | `\\dfrac{1}{2}` | `\\frac{1}{2}` |
-| thousands separators (thin space, `{,}`, comma, also inside braces) | `10\\,080`, `\\frac{20,000}{\\pi}` | `10080`, `\\frac{20000}{\\pi}` |
+| thousands separators (thin space, `{,}`, `,\\!`, a comma with no space, also inside braces); a comma and a space part list items | `10\\,080`, `\\frac{20,000}{\\pi}`, `32, 349` | `10080`, `\\frac{20000}{\\pi}`, `32, 349` |
 | e-notation (Minerva's gold answers) | `4.5e33`, `1e-5` | `4.5\\times10^{33}`, `1\\times10^{-5}` |
 | a trailing-dot float in a quotient (Minerva) | `-1./3` | `-1/3` |
 | degrees, and a temperature scale after them | `90°`, `90^{\\circ}`, `90\\text{ degrees}`, `-3^\\circ C` | `90`, `-3` |
@@ -16,20 +16,23 @@ The rules (`canonical`), each for a form that graded wrong before it existed (do
 | units after a number (`\\text{}`, `\\mathrm{}`, `\\mbox{}`; plain words of 2+ letters) | `5.4 \\text{ cents}`, `18 dollars` | `5.4`, `18` |
 | a number and its unit inside one `\\text{}` | `\\text{3 bolts}` | `3` |
 | repeating decimals | `4.\\overline{6}` | `\\frac{14}{3}` |
-| a one-variable inequality | `3 < x \\le 4`, `k<-5` | `(3,4]`, `(-\\infty,-5)` |
-| `bmatrix` | `\\begin{bmatrix} 1 \\\\ 2 \\end{bmatrix}` | `\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}` |
+| relation spellings | `>=`, `\\ge`, `\\geqslant`, `\\lt`, `!=`, `\\\\le` (escaped twice) | `\\geq`, `\\geq`, `\\geq`, `<`, `\\neq`, `\\leq` |
+| a one-variable inequality, either side, a negated variable, a range | `3 < x \\le 4`, `5 \\geq x`, `-x>-1`, `0<f(x)<1` | `(3,4]`, `(-\\infty,5]`, `(-\\infty,1)`, `(0,1)` |
+| `bmatrix`, an `array` in brackets (in parentheses: with 2+ columns) | `\\left[\\begin{array}{cc} 1 & 2 \\\\ 3 & 4 \\end{array}\\right]` | `\\begin{pmatrix} 1 & 2 \\\\ 3 & 4 \\end{pmatrix}` |
 | a choice letter | `\\text{(C)}`, `(C)` | `C` |
 | an answer phrase in the box | `\\text{The answer is } 20` | `20` |
 | a number word, a multiplier word | `\\text{six}`, `3\\text{ million}` | `6`, `3\\times10^{6}` |
 | arcsecond / arcminute marks after a number | `0.33^{\\prime\\prime}` | `0.33` |
 | a mixed number (the whole answer) | `4\\frac{2}{3}` | `\\frac{14}{3}` |
 | inequalities joined by "or" | `x<2 \\text{ or } x>3` | `(-\\infty,2)\\cup(3,\\infty)` |
+| "and" / "or" after a list item (a digit or a closing bracket) | `19, 46, \\text{ and } 82`, `3 \\text{ or } 4` | `19, 46,82`, `3,4` |
 | `\\pm` / `\\mp` in list items and tuples | `1, \\frac{3\\pm\\sqrt5}{2}`, `(\\pm 3, 2)` | `1,\\frac{3+\\sqrt5}{2},\\frac{3-\\sqrt5}{2}`, `(3,2),(-3,2)` |
 | a vector as one row or column | `\\begin{pmatrix} 1 \\\\ 2 \\end{pmatrix}` | `(1,2)` |
 | a named point, a choice label before the value | `P(8,-2)`, `\\textbf{(A)}\\ 21` | `(8,-2)`, `21` |
 | inverse trigonometric spellings | `\\sin^{-1}`, `np.arcsin` | `\\arcsin` |
-| a trailing full stop | `42.` | `42` |
+| a trailing full stop, a trailing line break | `42.`, `185\\\\` | `42`, `185` |
 
+A hedge `3 \\text{ or } 4` becomes the list `3,4`, so a gold of one part still rejects it (the count differs).
 What is deliberately *not* rewritten (so near misses stay wrong): signs, list elements and their count, interval
 endpoints (open vs closed), digits of a decimal (no rounding: `1.6` vs `1.63` differs), the order inside a tuple,
 and a unit that is the whole answer (`\\text{cm}`, `\\text{Evelyn}`). Degrees vs radians: a degree sign is dropped (as
@@ -44,11 +47,16 @@ import itertools
 import re
 from fractions import Fraction
 
-from hacrl_exp.rewards.extract import as_interval
+from hacrl_exp.rewards.extract import RELATION_OPERATOR, as_interval
 
 _DELIMITERS = re.compile(r"(?<!\\)\$|\\displaystyle|\\left(?![A-Za-z])|\\right(?![A-Za-z])")
 _THIN_SPACE = re.compile(r"(?<!\\)\\(?:[,!;: ]|q?quad(?![A-Za-z]))")
 _BMATRIX = re.compile(r"\\(begin|end)\{bmatrix\}")
+_ARRAY = re.compile(  # `[\begin{array}{cc}..\end{array}]`; a one-column array in parentheses is a binomial
+    r"\[\s*\\begin\{array\}\{[lcr| ]{1,40}\}(.*?)\\end\{array\}\s*\]"
+    r"|\(\s*\\begin\{array\}\{[ |]*[lcr][ |]*[lcr][lcr| ]{0,40}\}(.*?)\\end\{array\}\s*\)",
+    re.S,
+)
 _ANSWER_PHRASE = re.compile(r"^\\(?:text|textbf|mbox)\s*\{\s*(?:the\s+)?(?:final\s+)?answer\s+is:?\s*\}\s*", re.I)
 _WORDS = "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty".split()
 _NUMBER_WORD = re.compile(r"^(?:\\(?:text|textbf|mbox)\s*\{\s*)?(" + "|".join(_WORDS) + r")\s*\}?$", re.I)
@@ -79,7 +87,14 @@ _DEGREE_SCALE = re.compile(r"\^\\circ\s*(?:\\(?:text|mathrm)\s*\{\s*[CFK]\s*\}|[
 _GROUPED = r"\d{1,3}(?:,\d{3})+(?:\.\d+)?"
 _BRACED_THOUSANDS = re.compile(r"(?<=\{)\s*(" + _GROUPED + r")\s*(?=\})")
 _WHOLE_THOUSANDS = re.compile(r"[-+]?" + _GROUPED)
-_SPACED_THOUSANDS = re.compile(r"(?<=\d)(?:\{,\}|~|\\[ ,!;:])(?=\d{3}(?!\d))")
+_SPACED_THOUSANDS = re.compile(r"(?<=\d)(?:\{,\}|~|\\[ ,!;:]|,\\!\s*)(?=\d{3}(?!\d))")
+_RELATION_SPELLING = re.compile(
+    r"(?<!\\)\\(?=\\(?:[lg]eq?|[lg]t|neq?)(?:slant)?(?![A-Za-z]))"  # the first `\` of `\\le` (escaped twice)
+    r"|\\(?:leqslant|leq|le|geqslant|geq|ge|lt|gt|neq|ne)(?![A-Za-z])|<=|>=|!=|≤|≥|≠"
+)
+_JOINING_WORD = re.compile(  # "and" / "or" after a list item (a digit or a closing bracket)
+    r"(?<=[\d)\]}])\s*(?:,\s*)?(?:\\text\s*\{\s*(?:,\s*)?(?:and|or)\s*\}|(?<![A-Za-z])(?:and|or)(?![A-Za-z]))\s*"
+)
 _E_NOTATION = re.compile(r"(?<![\w.\\])(\d+(?:\.\d*)?|\.\d+)[eE]([-+]?\d+)(?![\w.])")
 _DOT_SLASH = re.compile(r"(?<=\d)\./")
 _REPEATING = re.compile(r"(?<![\d.])(\d*)\.(\d*)\\overline\s*\{(\d{1,12})\}")
@@ -88,9 +103,9 @@ _TRAILING_UNITS = re.compile(r"(?<=[\d}).\s])\s*(?:" + _UNIT_GROUP + r"|/\s*" + 
 _TEXT_NUMBER_UNIT = re.compile(r"^\\(?:text|mbox|textrm)\s*\{\s*([-+]?\d[\d,.]*)\s+[A-Za-z][A-Za-z ]*\}$")
 _TRAILING_WORDS = re.compile(r"(?<=\d)\s+[A-Za-z]{2,}(?:\s+[A-Za-z]{2,})*$")
 _CHOICE = re.compile(r"^(?:\\(?:text|textbf|mathrm|mathbf)\s*\{\s*)?\(?\s*([A-E])\s*\)?\s*\}?$")
-_RELATION = re.compile(r"<|>|\\[lg]eq?(?:slant)?(?![A-Za-z])")
 _IN_SET = re.compile(r"^[A-Za-z]\s*\\in\s*")
 _SPACE = re.compile(r"\s+")
+_MAX_ARRAYS = 2
 _MAX_PASSES = 4  # units stack at most like `5\,\text{km}/\text{h}`; a bound keeps hostile input linear
 
 
@@ -123,7 +138,7 @@ def _rewrite_once(answer: str) -> str:
     """One pass of every rule of the module table, in order."""
     s = _DELIMITERS.sub("", answer).strip()
     s = _SPACED_THOUSANDS.sub("", s)
-    s = _THIN_SPACE.sub(" ", s)
+    s = _SPACE.sub(" ", _THIN_SPACE.sub(" ", s))  # one space per run: the `\s*` rules below then stay linear
     s = _ANSWER_PHRASE.sub("", s)
     word = _NUMBER_WORD.match(s)
     if word:
@@ -135,6 +150,8 @@ def _rewrite_once(answer: str) -> str:
     s = _COMMAND_SPACE.sub(r"\\\1{", s)
     s = _INVERSE_TRIG.sub(lambda m: "\\arc" + next(g for g in m.groups() if g), s)
     s = _CHOICE_LABEL.sub("", s)
+    if s.count("\\begin{array}") <= _MAX_ARRAYS:  # the lazy match rescans the rest after each opening
+        s = _ARRAY.sub(lambda m: f"\\begin{{pmatrix}}{m.group(1) or m.group(2)}\\end{{pmatrix}}", s)
     s = _BMATRIX.sub(r"\\\1{pmatrix}", s)
     s = _CURRENCY.sub("", s)
     s = _DEGREE_WORD.sub(r"^\\circ", s)
@@ -153,7 +170,9 @@ def _rewrite_once(answer: str) -> str:
     s = _DOT_SLASH.sub("/", s)
     s = _REPEATING.sub(_repeating_fraction, s)
     s = _MIXED.sub(_improper, s.strip())
+    s = _RELATION_SPELLING.sub(_relation, s)
     s = _interval(s)
+    s = _JOINING_WORD.sub(",", s)
     s = _VECTOR.sub(_vector, s)
     s = _NAMED_POINT.sub("", s)
     if "\\pm" in s or "\\mp" in s:
@@ -163,7 +182,7 @@ def _rewrite_once(answer: str) -> str:
     choice = _CHOICE.match(s)
     if choice:
         s = choice.group(1)
-    return s.strip()
+    return _without_trailing_break(s.strip())
 
 
 normalize_gold = canonical
@@ -177,11 +196,32 @@ def compact(answer: str) -> str:
 
 def unlabelled(item: str) -> str:
     """A list item without its label: `N_{\\min} = 2500` -> `2500`, `x = 1` -> `1`; unlabelled items unchanged."""
-    m = _LABELLED.match(item)
-    return m.group(1).strip() if m else item
+    labelled = label_value(item)
+    return labelled[1] if labelled else item
 
 
-_LABELLED = re.compile(r"^\s*(?:\\[A-Za-z]+\s*)?[A-Za-z](?:_\{?[^{}=,]{1,12}\}?)?(?:\([A-Za-z]\))?\s*=\s*([^=]+)$")
+def label_value(item: str) -> tuple[str, str] | None:
+    """(label, value) of an item `label = value` whose label names a quantity: letters, subscripts, commands, and
+    `\\frac{}{}`, `|..|`, `:` or a tuple of names (`x`, `AB`, `N_{\\min}`, `f(x)`, `|AB|`, `V_{1}:V_{2}`,
+    `\\frac{NO}{BO}`, `(p,q)`); None for anything else, an equation such as `2x+4y-3=0` or `7 = 11a+c` included."""
+    left, equals, right = item.partition("=")
+    if not equals or "=" in right or not right.strip() or len(left) > _MAX_LABEL:
+        return None
+    name = _LABEL_MARKUP.sub("", left)
+    return (_SPACE.sub("", left), right.strip()) if _LABEL_NAME.fullmatch(name) else None
+
+
+_MAX_LABEL = 60
+_LABEL_MARKUP = re.compile(r"_\s*(?:\{[^{}]*\}|\\?\w)|\\[A-Za-z]+|\\[,;:! ]")
+_LABEL_NAME = re.compile(r"[\s(){}|:,]*[A-Za-z][A-Za-z\s(){}|:,]*")
+
+
+def several_parts(answer: str) -> bool:
+    """The answer is a list of more than one item, also inside a set `\\{..\\}` or a brace group `{..}`."""
+    s = _ungrouped(canonical(answer))
+    if s.startswith("\\{") and s.endswith("\\}"):
+        s = s[2:-2]
+    return len(split_top_level(s)) > 1
 
 
 def split_top_level(answer: str) -> list[str]:
@@ -202,21 +242,17 @@ def _thousands(s: str) -> str:
     s = _SPACED_THOUSANDS.sub("", s)
     s = _collapse_spaced_number(s)
     s = _BRACED_THOUSANDS.sub(lambda m: m.group(1).replace(",", ""), s)
-    if _WHOLE_THOUSANDS.fullmatch(s.replace(" ", "")):
-        s = s.replace(" ", "").replace(",", "")
+    if _WHOLE_THOUSANDS.fullmatch(s.strip()):  # `1,080`; `32, 349` (a comma and a space) is a list
+        s = s.strip().replace(",", "")
     return s
 
 
 _SPACED_NUMBER = re.compile(r"[-+]?\d{1,3}(?: \d{3})+(?:\.\d+)?")
-_SPACED_IN_COMMAS = re.compile(r"(?<=\d),\s+(?=\d{3}(?!\d))")
 
 
 def _collapse_spaced_number(s: str) -> str:
-    """`10 080` (a thin space made plain) and `11, 111, 100` are one number only when that is the whole answer."""
-    if _SPACED_NUMBER.fullmatch(s):
-        return s.replace(" ", "")
-    joined = _SPACED_IN_COMMAS.sub(",", s)
-    return joined if _WHOLE_THOUSANDS.fullmatch(joined) else s
+    """`10 080` (a thin space made plain) is one number only when that is the whole answer."""
+    return s.replace(" ", "") if _SPACED_NUMBER.fullmatch(s) else s
 
 
 def _repeating_fraction(m: re.Match) -> str:
@@ -232,14 +268,14 @@ def _interval(s: str) -> str:
     """A one-variable inequality (`3 < x \\le 4`) as its interval, inequalities joined by "or" as the union of
     theirs; `x \\in [a, b)` as `[a, b)`. Anything else is returned unchanged."""
     s = _IN_SET.sub("", s)
-    if len(s) > 200 or not _RELATION.search(s):  # as_interval's regex is quadratic on long text with many relations
+    if len(s) > 200 or not RELATION_OPERATOR.search(s):
         return s
     parts = _OR.split(_GREEK.sub("x", s))
     intervals = []
     for part in parts:
-        if part.count("<") + part.count(">") + part.count("\\le") + part.count("\\ge") > 2:
+        if len(RELATION_OPERATOR.findall(part)) > 2:
             return s
-        interval = None if part.rstrip().endswith("\\") else as_interval(part.replace(" ", ""))
+        interval = None if part.rstrip().endswith("\\") else as_interval(part)
         if interval is None:  # not an inequality (a bound that is a lone backslash is garbage, not a number)
             return s
         intervals.append(interval)
@@ -248,6 +284,36 @@ def _interval(s: str) -> str:
 
 _OR = re.compile(r"\s*(?:\\text\s*\{\s*or\s*\}|\bor\b|\\lor|\\vee|\\cup)\s*")
 _GREEK = re.compile(r"\\(?:alpha|beta|gamma|delta|epsilon|theta|lambda|mu|nu|rho|sigma|tau|phi|psi|omega)(?![A-Za-z])")
+
+
+def _relation(m: re.Match) -> str:
+    """One spelling per relation: `\\leq`, `\\geq`, `<`, `>`, `\\neq` (a doubled backslash before one dropped)."""
+    op = m.group()
+    if op == "\\":
+        return ""
+    if op in ("<=", "≤") or op.startswith("\\le"):
+        return "\\leq"
+    if op in (">=", "≥") or op.startswith("\\ge"):
+        return "\\geq"
+    return {"\\lt": "<", "\\gt": ">"}.get(op, "\\neq")
+
+
+def _without_trailing_break(s: str) -> str:
+    """`185\\\\` and `185\\` (a line break, or half of one, left at the end) as `185`."""
+    kept = s.rstrip("\\")
+    return kept.rstrip() if len(s) - len(kept) in (1, 2) else s
+
+
+def _ungrouped(s: str) -> str:
+    """`{1,2,3}` (a brace group around the whole answer, not a set `\\{..\\}`) as `1,2,3`; else `s`."""
+    if not (s.startswith("{") and s.endswith("}")):
+        return s
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth == 0:
+            return s[1:-1].strip() if i == len(s) - 1 else s
+    return s
 
 
 def _multiplied_text(m: re.Match) -> str:

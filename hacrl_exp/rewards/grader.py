@@ -6,11 +6,13 @@ it, so a response earns the same verdict wherever it is graded. For one (respons
 
 1. **Extract** the final answer with a named extractor (`EXTRACTORS`: the last `\\boxed{}` for math, the text after
    the last `|` for arithmetic scratchpads, ...) from the last `max_chars` characters. Nothing, or an empty box, is
-   reason 'no_answer'.
+   reason 'no_answer'. Under `math`, a gold of several parts reads the boxes that end the response together
+   (`\\boxed{(2,2)} and \\boxed{(6,2)}`: `hacrl_exp.rewards.boxed.final_boxes`), joined by commas.
 2. **Compare** with the gold answer under a named rule (`COMPARES`):
    - `exact`: stripped strings are equal (the arithmetic tiers, whose answers are digit strings).
-   - `math`: (a) an answer that ignores a form the question asks for is wrong (`hacrl_exp.rewards.requested`: a
-     decimal where a common fraction is asked, an inequality where interval notation is asked, ...); (b) the answer is
+   - `math`: (a) under the `requested` policy (`FORMS`, the default) an answer that ignores a form the question asks
+     for is wrong (`hacrl_exp.rewards.requested`: a decimal where a common fraction is asked, an inequality where
+     interval notation is asked, ...); under `value` that check is skipped; (b) the answer is
      brought to canonical form (`hacrl_exp.rewards.forms.canonical`; gold answers already are, from load time);
      equal compact strings are correct; (c) a gold variable the answer lacks is wrong (`\\frac{37}{4} m` vs
      `\\frac{37}{4}`); (d) numbers (decimals, integer fractions, `a\\times10^{b}`) and flat lists of them are
@@ -28,6 +30,9 @@ it, so a response earns the same verdict wherever it is graded. For one (respons
 
 Reasons: 'correct', 'wrong', 'no_answer', 'timeout', 'grader_error'. Reward is 1.0 for 'correct', else 0.0. Under
 `verl` a reward is 1.0 exactly when verl's `compute_score` is (reasons 'correct', 'wrong' or 'no_answer').
+
+Every Grade carries the verdict under both policies (`Grade.reason_under`), decided in one pass by `Plan.reason`, so
+an evaluation reports the other policy's accuracy beside the one it graded under.
 """
 
 from __future__ import annotations
@@ -39,8 +44,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from hacrl_exp.rewards import verl_math
+from hacrl_exp.rewards.boxed import final_boxes
 from hacrl_exp.rewards.extract import ANSWER_EXTRACTORS
-from hacrl_exp.rewards.forms import canonical, split_top_level, unlabelled
+from hacrl_exp.rewards.forms import canonical, label_value, several_parts, split_top_level, unlabelled
 from hacrl_exp.rewards.numbers import (
     exact_values_equal,
     hundredth,
@@ -57,6 +63,14 @@ COMPARES = ("math", "exact", "verl")
 REWARDS = ("math_verify", "verl")
 """`task.reward` choices for math tasks, each the name of a comparison rule: `math_verify` (= `math`, the default) or
 `verl` (the paper's reward)."""
+FORMS = ("requested", "value")
+"""Grading policies of the `math` rule (`forms=`; `task.grader_forms`, evaluate's `grader.forms`, grade's `--forms`).
+`requested` (the default): an answer that ignores a form its question asks for is wrong (`\\sqrt{117}` under "simplest
+radical form", `0.625` under "common fraction"), as a careful human grader marks it. `value`: the value alone decides,
+as graders built on math-verify or Minerva-style equivalence do: that check is skipped, and a percent answer is also
+read as its value / 100 when the question asks for a fraction or a decimal; every other rule stays (a list in another
+order than the question names its quantities is still wrong: the values differ). `exact` and `verl` read no form, so
+both policies give the same verdict under them."""
 COMPARE_ALIASES = {"math_verify": "math", "numeric": "math"}
 """Names benchmark YAMLs used before the grader became one path; they mean `math`."""
 EXTRACTORS: dict[str, Callable[[str], str | None]] = ANSWER_EXTRACTORS
@@ -75,6 +89,20 @@ class Grade:
     reason: str = "correct"
     extracted: str | None = field(default=None, compare=False)
     """What the extractor read (None: nothing); not part of equality, which is about the verdict."""
+    forms: str = field(default=FORMS[0], compare=False)
+    """The policy (`FORMS`) that `reward` and `reason` follow."""
+    other_reason: str | None = field(default=None, compare=False)
+    """The reason under the other policy; None when it is `reason` (always, under the rules that read no form)."""
+
+    def reason_under(self, forms: str) -> str:
+        """The reason under policy `forms` (`FORMS`)."""
+        if resolve_forms(forms) == self.forms or self.other_reason is None:
+            return self.reason
+        return self.other_reason
+
+    def reward_under(self, forms: str) -> float:
+        """The reward under policy `forms`: 1.0 for 'correct', else 0.0."""
+        return 1.0 if self.reason_under(forms) == "correct" else 0.0
 
 
 def resolve_compare(name: str) -> str:
@@ -82,6 +110,13 @@ def resolve_compare(name: str) -> str:
     name = COMPARE_ALIASES.get(name, name)
     if name not in COMPARES:
         raise ValueError(f"grader {name!r} is unknown; use one of {list(COMPARES)}")
+    return name
+
+
+def resolve_forms(name: str) -> str:
+    """`name` when it is a grading policy (`FORMS`); ValueError naming the choices otherwise."""
+    if name not in FORMS:
+        raise ValueError(f"grader forms {name!r} is unknown; use one of {list(FORMS)}")
     return name
 
 
@@ -139,11 +174,12 @@ class Grader:
         extractor: str = "boxed",
         compare: str = "math",
         questions: Sequence[str | None] | None = None,
+        forms: str = FORMS[0],
     ) -> list[Grade]:
         """One Grade per (response, gold answer) at the same index. Gold answers are expected in canonical form
         (`normalize_gold`, which every loader applies; a raw gold is brought to it here by the same idempotent rules).
-        `questions`: the problem texts, for the forms they ask for
-        (None: no form is checked). Never raises or hangs on hostile response text."""
+        `questions`: the problem texts, for the forms they ask for (None: no form is checked). `forms`: the policy the
+        rewards follow (`FORMS`); each Grade also holds the other's verdict. Never raises or hangs on hostile text."""
         if extractor not in EXTRACTORS:
             raise ValueError(f"answer extractor {extractor!r} is unknown; use one of {sorted(EXTRACTORS)}")
         if resolve_compare(compare) == "verl":
@@ -152,7 +188,17 @@ class Grader:
             answers = [verl_math.read_answer(r) if isinstance(r, str) else None for r in responses]
         else:
             answers = [self.extract(r, extractor) for r in responses]
-        return self.grade_answers(answers, golds, compare=compare, questions=questions)
+            if extractor == "boxed" and resolve_compare(compare) == "math" and len(golds) == len(answers):
+                answers = [self._boxes_together(r, a, g) for r, a, g in zip(responses, answers, golds)]
+        return self.grade_answers(answers, golds, compare=compare, questions=questions, forms=forms)
+
+    def _boxes_together(self, response: str | None, answer: str | None, gold: str) -> str | None:
+        """For a gold of several parts, the boxes that end the response together (`final_boxes`), joined by commas:
+        `\\boxed{(2,2)} and \\boxed{(6,2)}` answers `(2,2),(6,2)`. Else (one box, a gold of one part) `answer`."""
+        if answer is None or not several_parts(gold):
+            return answer
+        boxes = final_boxes(response[-self.max_chars :])
+        return ", ".join(boxes) if len(boxes) > 1 else answer
 
     def grade_answers(
         self,
@@ -161,6 +207,7 @@ class Grader:
         *,
         compare: str = "math",
         questions: Sequence[str | None] | None = None,
+        forms: str = FORMS[0],
     ) -> list[Grade]:
         """Step 2 alone, for answers already extracted (the gold-agreement check); None is 'no_answer'."""
         questions = [None] * len(answers) if questions is None else questions
@@ -169,8 +216,9 @@ class Grader:
                 f"grade got {len(answers)} answers for {len(golds)} gold answers and {len(questions)} questions; "
                 "pass one of each per answer."
             )
-        compare = resolve_compare(compare)
-        plans: list[str | list[list[tuple[str, str]]]] = []
+        compare, forms = resolve_compare(compare), resolve_forms(forms)
+        other = next(f for f in FORMS if f != forms)
+        plans: list[str | Plan] = []
         for answer, gold, question in zip(answers, golds, questions):
             if answer is None:
                 plans.append("no_answer")
@@ -180,9 +228,14 @@ class Grader:
                 plans.append(verl_math.reason(answer, gold))
             else:
                 plans.append(comparisons(answer, gold, question))
-        verdicts = self._verdicts({pair for plan in plans if not isinstance(plan, str) for alt in plan for pair in alt})
-        reasons = [plan if isinstance(plan, str) else _combine(plan, verdicts) for plan in plans]
-        return [Grade(1.0 if r == "correct" else 0.0, r, a) for r, a in zip(reasons, answers)]
+        verdicts = self._verdicts({pair for plan in plans if isinstance(plan, Plan) for pair in plan.pairs()})
+        grades = []
+        for plan, answer in zip(plans, answers):
+            reason = plan if isinstance(plan, str) else plan.reason(verdicts, forms)
+            other_reason = None if isinstance(plan, str) else plan.reason(verdicts, other)
+            other_reason = None if other_reason == reason else other_reason
+            grades.append(Grade(1.0 if reason == "correct" else 0.0, reason, answer, forms, other_reason))
+        return grades
 
     def _verdicts(self, pairs: set[tuple[str, str]]) -> dict[tuple[str, str], str]:
         """The reason for each (canonical answer, gold): settled here when the strings do, else by math-verify."""
@@ -205,34 +258,73 @@ class Grader:
             self._cache.popitem(last=False)
 
 
-def comparisons(answer: str, gold: str, question: str | None) -> str | list[list[tuple[str, str]]]:
-    """How the `math` rule decides one answer: "wrong" when it ignores a requested form, else alternatives, each a
-    list of (canonical answer, gold) comparisons that must all hold; the answer is correct when one alternative holds.
+Comparison = tuple[str, str]
+"""(canonical answer, gold): settled by `_decide` or math-verify."""
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How the `math` rule decides one answer under both policies (`FORMS`): alternatives, each a tuple of comparisons
+    that must all hold (the answer is correct when one alternative holds; none: wrong)."""
+
+    alternatives: tuple[tuple[Comparison, ...], ...]
+    ignores_form: bool = False
+    """The answer ignores a form the question asks for (`hacrl_exp.rewards.requested.ignores_request`)."""
+    value_alternatives: tuple[tuple[Comparison, ...], ...] = ()
+    """Alternatives the `value` policy adds: a percent answer read as its value / 100 where a form is asked."""
+
+    def pairs(self) -> set[Comparison]:
+        """Every comparison either policy needs."""
+        return {pair for alt in self.alternatives + self.value_alternatives for pair in alt}
+
+    def reason(self, verdicts: dict[Comparison, str], forms: str) -> str:
+        """The reason under policy `forms`, given each comparison's verdict: the one place the policies differ."""
+        if forms == "requested" and self.ignores_form:
+            return "wrong"
+        alternatives = self.alternatives + (self.value_alternatives if forms == "value" else ())
+        return _combine(alternatives, verdicts) if alternatives else "wrong"
+
+
+def comparisons(answer: str, gold: str, question: str | None) -> Plan:
+    """How the `math` rule decides one answer: whether it ignores a requested form, and alternatives, each a tuple of
+    (canonical answer, gold) comparisons that must all hold; the answer is correct when one alternative holds.
 
     Alternatives: the answer itself; for a percent answer, also its value / 100 (`50\\%` for a probability of
-    `\\frac12`). Lists: labels are dropped when the gold's items have none (`a = -2, b = 3` for `-2,3`); when the
-    question names quantities in order, items are compared one by one in that order."""
+    `\\frac12`; only under the `value` policy when the question asks for a fraction or a decimal). Lists: labels are
+    dropped when the gold's items have none (`a = -2, b = 3` for `-2,3`); a bare answer is compared with the values of
+    a gold whose items are all `label = value` (`(3,2)` for `(p,q)=(3,2)`), one by one in the gold's order when the
+    labels differ (`4, 5` for `AB=4,CD=5`, not `5, 4`); when the question names quantities in order, items are
+    compared one by one in that order."""
     forms, mine, gold = requested_forms(question), canonical(answer), canonical(gold)  # idempotent on loaded golds
-    if ignores_request(answer, mine, gold, forms):
-        return "wrong"
+    ignores = ignores_request(answer, mine, gold, forms)
     items, gold_items = split_top_level(mine), split_top_level(gold)
     if forms.names:
         items = in_question_order(items, forms.names)
     if not any("=" in g for g in gold_items):
         items = [unlabelled(item) for item in items]
+    elif not any("=" in item for item in items) and all(map(label_value, gold_items)):
+        labels, gold_items = zip(*map(label_value, gold_items))
+        gold = ",".join(gold_items)
+        if len(labels) > 1 and len(set(labels)) == len(labels):  # distinct labels fix the values' order
+            return Plan(_item_by_item(items, gold_items), ignores)
     if forms.ordered and len(gold_items) > 1:
-        if len(items) != len(gold_items):
-            return "wrong"
-        return [list(zip(items, gold_items))]
+        return Plan(_item_by_item(items, gold_items), ignores)
     mine = ",".join(items)
-    alternatives = [[(mine, gold)]]
+    alternatives, percent = (((mine, gold),),), ()
+    if _PERCENT.search(answer) and is_number(mine):
+        percent = (((hundredth(mine), gold),),)
     asks_form = forms.fraction or forms.decimal or "fraction" in (question or "").lower()
-    if _PERCENT.search(answer) and is_number(mine) and not asks_form:
-        alternatives.append([(hundredth(mine), gold)])
-    return alternatives
+    if asks_form:
+        return Plan(alternatives, ignores, percent)
+    return Plan(alternatives + percent, ignores)
 
 
-def _combine(plan: list[list[tuple[str, str]]], verdicts: dict[tuple[str, str], str]) -> str:
+def _item_by_item(items: list[str], gold_items: Sequence[str]) -> tuple[tuple[Comparison, ...], ...]:
+    """One alternative comparing the items in order; none (wrong) when their counts differ."""
+    return (tuple(zip(items, gold_items)),) if len(items) == len(gold_items) else ()
+
+
+def _combine(plan: tuple[tuple[Comparison, ...], ...], verdicts: dict[Comparison, str]) -> str:
     """'correct' when every comparison of one alternative is; else the first alternative's first failing reason."""
     failing = []
     for alternative in plan:

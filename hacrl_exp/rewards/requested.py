@@ -28,6 +28,8 @@ import math
 import re
 from dataclasses import dataclass
 
+from hacrl_exp.rewards.extract import RELATION_OPERATOR
+
 _FRACTION = re.compile(
     r"common fraction|simplest fraction|improper fraction|fraction in (?:simplest|lowest) (?:form|terms)", re.I
 )
@@ -59,13 +61,12 @@ _FRACTION_FORM = re.compile(r"\\[dt]?frac|/")
 _RADICAL_ARG = re.compile(r"\\sqrt\s*\{\s*(\d+)\s*\}|\\sqrt\s*(\d)")
 _POWER_OF_TEN = re.compile(r"10\s*\^|\d[eE][-+]?\d")
 _INTEGER = re.compile(r"-?\d+")
-_NOT_INTERVAL = re.compile(r"<|>|\\[lg]eq?(?:slant)?(?![A-Za-z])|\\setminus")
+_NOT_INTERVAL = re.compile(RELATION_OPERATOR.pattern + r"|\\setminus")  # `x \lt 3`, `x >= 5` too
 _INTEGER_FRACTION = re.compile(r"\\frac\s*\{\s*(\d{1,18})\s*\}\s*\{\s*(\d{1,18})\s*\}")
 _RADICAL_DENOMINATOR = re.compile(r"\\frac\s*\{[^{}]*\}\s*\{[^{}]*\\sqrt")
 _FUNCTIONS = re.compile(r"\\(sin|cos|tan|cot|sec|csc|ln|log|exp|sinh|cosh|tanh|arcsin|arccos|arctan)(?![A-Za-z])")
 _LEFT_SIDE = re.compile(r"^\s*([A-Za-z])\s*=")
 _LABEL = re.compile(r"^\s*([A-Za-z])\s*=\s*(.+)$", re.S)
-_RELATION = re.compile(r"<|>|\\[lg]eq?(?:slant)?(?![A-Za-z])")
 
 
 @dataclass(frozen=True)

@@ -50,5 +50,6 @@ def _math_task(cfg: TaskConfig) -> Task:
         grader_timeout_s=cfg.grader_timeout_s,
         grader_workers=cfg.grader_workers,
         reward=cfg.reward,
+        grader_forms=cfg.grader_forms,
         **extra,
     )

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from hacrl_exp.rewards import REWARDS, Grader, normalize_gold, resolve_compare
+from hacrl_exp.rewards import REWARDS, Grader, normalize_gold, resolve_compare, resolve_forms
 from hacrl_exp.rewards.boxed import last_boxed
 from hacrl_exp.tasks.base import Grade, Problem
 from hacrl_exp.tasks.rows import BadRows, DataError, check_unique, field_text, jsonl_records
@@ -146,25 +146,32 @@ class MathTask:
         grader_max_chars: int = 20000,
         grader: Grader | None = None,
         reward: str = "math_verify",
+        grader_forms: str = "requested",
     ):
         """train_path/eval_path: local JSONL (see `resolve_data_path`); when None, the HF `*_dataset`/`*_split` is
         loaded. seed: orders the training stream. eval_limit: keep the first rows of the eval set. category_field: row
         key giving `Problem.category` ('all' when absent). bad_rows: 'error' raises DataError at the first bad row,
         'skip' skips and counts them (`hacrl_exp.tasks.rows`). grader: a shared Grader; otherwise one is built
         from the `grader_*` settings and owned here. reward: 'math_verify' (the one grader's `math` rule) or 'verl' (the
-        paper's reward: verl's string-normalised match against the answer as written). Data is read on first use."""
+        paper's reward: verl's string-normalised match against the answer as written). grader_forms: 'requested' (an
+        answer that ignores a form its question asks for is wrong) or 'value' (the value alone decides;
+        `hacrl_exp.rewards.FORMS`), for reward='math_verify'. Data is read on first use."""
         if not isinstance(seed, int) or seed < 0:
             raise ValueError(f"MathTask seed={seed!r} must be an integer >= 0.")
         if eval_limit is not None and eval_limit < 1:
             raise ValueError(f"MathTask eval_limit={eval_limit!r} must be >= 1, or None for the whole eval set.")
         if reward not in REWARDS:
             raise ValueError(f"MathTask reward={reward!r} is unknown; use one of {list(REWARDS)}.")
+        if resolve_forms(grader_forms) != "requested" and reward == "verl":
+            raise ValueError(f"MathTask grader_forms={grader_forms!r} needs reward='math_verify'; verl reads no form.")
         self.name = name
         self.seed = seed
         self.eval_limit = eval_limit
         self.category_field = category_field
         self.compare = resolve_compare(reward)
         """The grader's comparison rule for rewards and in-training evaluation: 'math' or 'verl' (task.reward)."""
+        self.forms = grader_forms
+        """The grading policy of rewards and in-training evaluation (task.grader_forms): 'requested' or 'value'."""
         self.bad_rows = BadRows(bad_rows, hint=_SKIP_HINT)
         """The bad-row policy; with bad_rows='skip' it counts skipped rows by reason as the data loads."""
         self._train_src = self._source(train_path, data_dir, train_dataset, train_split)
@@ -287,13 +294,16 @@ class MathTask:
     def grade(self, responses: Sequence[str], problems: Sequence[Problem]) -> list[Grade]:
         """Reward of each response's last `\\boxed{}` against its problem's answer, with the forms its prompt asks for:
         `Grader.grade` with the same extractor, comparison and question as the math benchmarks (evaluation/_math.yaml
-        via `hacrl_exp.evaluation.runner.grade_responses`), so a reward equals the evaluation verdict. With
-        reward='verl' the comparison is verl's, against the answer as written (`gold_answer`)."""
+        via `hacrl_exp.evaluation.runner.grade_responses`), so a reward equals the evaluation verdict, under the
+        task's policy (`forms`). With reward='verl' the comparison is verl's, against the answer as written
+        (`gold_answer`)."""
         if len(responses) != len(problems):
             raise ValueError(f"grade got {len(responses)} responses, {len(problems)} problems; pass one per response.")
         golds = [gold_answer(p, self.compare) for p in problems]
         questions = [question_text(p) for p in problems]
-        return self.grader.grade(responses, golds, extractor=EXTRACTOR, compare=self.compare, questions=questions)
+        return self.grader.grade(
+            responses, golds, extractor=EXTRACTOR, compare=self.compare, questions=questions, forms=self.forms
+        )
 
     def close(self) -> None:
         """Stop the grader's worker processes if this task created the grader."""

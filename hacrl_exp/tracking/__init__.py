@@ -4,7 +4,9 @@ provenance (`provenance`: git, datasets, logged models) and evaluation runs (`ev
     tracker      MlflowTracker: a parent run per job and a child run per agent; buffered metrics, store outages
     job          open_job: the one call the trainer makes to open its runs
     store        the store's URI and a probe before anything is written
-    names        run names, tags and the params that apply: pure functions of the resolved config
+    names        run names, tags and the params that apply: pure functions of the resolved config and overrides
+    description  the generated run descriptions (overrides, start → final accuracy, checkpoint, command)
+    views        saved views of MLflow's UI (final accuracy, compare configurations) and links that land on them
     provenance   git state, source tags, datasets and the agents' logged models
     evaluation_runs  one MLflow run per evaluated (checkpoint, agent)
 """

@@ -93,9 +93,26 @@ def log_datasets(client, run_ids: Sequence[str], datasets: Sequence[tuple[object
         client.log_inputs(run_id, datasets=inputs)
 
 
-def log_agent_model(client, run_id: str, folder: Path, name: str, registered_name: str | None = None) -> str:
-    """Log a `save_pretrained` folder (model + tokenizer) as an MLflow transformers model of `run_id`; returns the
-    model URI. Loads back with `mlflow.transformers.load_model(uri)` as a text-generation pipeline.
+def logged_model_names(client, run_id: str) -> set[str]:
+    """Names of the models a run has logged (its model outputs)."""
+    outputs = client.get_run(run_id).outputs
+    return {client.get_logged_model(o.model_id).name for o in (outputs.model_outputs if outputs else [])}
+
+
+def log_agent_model(
+    client,
+    run_id: str,
+    folder: Path,
+    name: str,
+    registered_name: str | None = None,
+    step: int = 0,
+    artifact_path: str = "model",
+) -> str:
+    """Log a `save_pretrained` folder (model + tokenizer) as an MLflow transformers model named `name` of `run_id`
+    at `step`; returns the model URI. MLflow links the run's metrics of that step to the model (its Models page
+    shows them), and the run gets `<artifact_path>.md`, a note on the model: MLflow 3's UI lists a logged model's
+    files on the model's page, and in the run's Artifacts tab only when the run has no artifacts of its own. Loads
+    back with `mlflow.transformers.load_model(uri)` as a text-generation pipeline.
 
     pip requirements are given explicitly: the flavour's inference imports torchvision for any torch model, which
     this project does not install."""
@@ -114,6 +131,20 @@ def log_agent_model(client, run_id: str, folder: Path, name: str, registered_nam
             task="text-generation",
             pip_requirements=requirements,
             registered_model_name=registered_name,
+            step=step,
         )
     client.update_run(run_id, status="RUNNING")  # leaving the `with` marked the run FINISHED; the tracker closes it
+    client.log_text(run_id, model_note(info, name, step, folder), f"{artifact_path}.md")
     return info.model_uri
+
+
+def model_note(info, name: str, step: int, folder: Path) -> str:
+    """The run artifact that points at a logged model: its name, id and step, how to load it, where its files are."""
+    model = info.model_id
+    return (
+        f"# Model `{name}`\n\nMLflow logged model `{model}`, logged at step {step}: it carries this run's metrics of "
+        f"step {step} (the experiment's Models tab lists it with them).\n\n"
+        f'Load it: `mlflow.transformers.load_model("models:/{model}")` (a text-generation pipeline).\n\n'
+        f"Its files: `{info.artifact_path}` (the model's page, Artifacts tab); copied from the checkpoint folder "
+        f"`{folder}` (save_pretrained format).\n"
+    )

@@ -27,8 +27,9 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hacrl_exp.config.schema import TrackingConfig
 from hacrl_exp.faults import crash_point
-from hacrl_exp.tracking.names import EXPERIMENT_KIND, EXPERIMENT_NOTE
+from hacrl_exp.tracking.names import EXPERIMENT_KIND, EXPERIMENT_NOTE, agent_run_name, model_name
 from hacrl_exp.tracking.store import artifact_location, default_uri
+from hacrl_exp.tracking.views import runs_link, write_views
 
 log = logging.getLogger(__name__)
 
@@ -62,14 +63,16 @@ def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
 
 def ui_hint(uri: str, experiment_id: str) -> str:
     """How to open an experiment's runs in MLflow's UI: the server's page for an http(s) store (credentials in the
-    URI left out), else the `mlflow ui` command and its local page. The link carries `workflowType=machine_learning`:
-    MLflow 3's UI keeps a per-browser mode (GenAI by default) that the experiment's kind tag does not switch."""
-    page = f"#/experiments/{experiment_id}/runs?workflowType=machine_learning"
+    URI left out), else `python -m hacrl_exp.ui` (or `mlflow ui`) and the local page. The link opens the experiment's
+    "Final accuracy" saved view in MLflow 3's "Model training" mode (`hacrl_exp.tracking.views.runs_link`)."""
     if uri.startswith("http"):
         server = urlsplit(uri)
         netloc = server.netloc.rsplit("@", 1)[-1]
-        return f"MLflow: {urlunsplit((server.scheme, netloc, server.path.rstrip('/'), '', ''))}/{page}"
-    return f"MLflow: mlflow ui --backend-store-uri {uri} --host 127.0.0.1, then http://127.0.0.1:5000/{page}"
+        base = urlunsplit((server.scheme, netloc, server.path.rstrip("/"), "", ""))
+        return f"MLflow: {runs_link(base, experiment_id)}"
+    link = runs_link("http://127.0.0.1:5000", experiment_id)
+    start = f"python -m hacrl_exp.ui --store {uri} (or mlflow ui --backend-store-uri {uri} --host 127.0.0.1)"
+    return f"MLflow: {start}, then {link}"
 
 
 class NullTracker:
@@ -85,7 +88,8 @@ class NullTracker:
     def log_datasets(self, datasets: list) -> None: ...
     def log_config(self, params: dict[str, Any]) -> None: ...
     def log_summary(self, metrics: dict[str, float], step: int) -> None: ...
-    def log_model(self, folder: Path, agent: str, registered_name=None, artifact_path: str = "model") -> None: ...
+    def log_model(self, folder: Path, agent: str, registered_name=None, artifact_path="model", step=0) -> None: ...
+    def describe(self, steps: int, history: dict, checkpoint: Path | None = None) -> None: ...
     def close(self, status: str = "FINISHED") -> None: ...
     def ui_hint(self) -> str | None:
         return None
@@ -94,7 +98,7 @@ class NullTracker:
 class MlflowTracker:
     """Parent + per-agent child runs in one experiment. Pass `run_ids` to continue a resumed run.
 
-    name: the parent run's name (children are named after their agent); tags go on every run, `source` (MLflow's
+    name: the parent run's name (children are `<name>/<agent>`); tags go on every run, `source` (MLflow's
     system tags: git commit, entry point, user) too. With tracking.system_metrics, MLflow's sampler logs CPU, memory
     (and GPU) use to the parent run."""
 
@@ -118,7 +122,7 @@ class MlflowTracker:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(self.uri)
-        experiment_id = self.experiment_id = self._experiment(cfg.experiment)
+        experiment_id = self.experiment_id = self._experiment(cfg.experiment, agents)
         self.pending: dict[str, list] = {}
         self.logged: dict[str, dict[str, int]] = {}
         self.system_metrics = None
@@ -130,14 +134,15 @@ class MlflowTracker:
             self._start_system_metrics(cfg, resume=True)
             return
         tags = {**tags, **(source or {})}
-        parent = self.client.create_run(experiment_id, run_name=name or cfg.run_name, tags={**tags, "role": "parent"})
+        job = name or cfg.run_name
+        parent = self.client.create_run(experiment_id, run_name=job, tags={**tags, "role": "parent"})
         self.run_ids = {"": parent.info.run_id}
         safe = {k: v[:6000] for k, v in flatten(redact_secrets(params)).items() if not is_secret(k)}
         self._log_params(parent.info.run_id, safe)
         for name in agents:
             child = self.client.create_run(
                 experiment_id,
-                run_name=name,
+                run_name=agent_run_name(job, name),
                 tags={**tags, "agent": name, "role": "agent", "mlflow.parentRunId": parent.info.run_id},
             )
             self.run_ids[name] = child.info.run_id
@@ -152,9 +157,10 @@ class MlflowTracker:
             self._log_params(child.info.run_id, agent_params)
         self._start_system_metrics(cfg, resume=False)
 
-    def _experiment(self, name: str) -> str:
+    def _experiment(self, name: str, agents: list[str]) -> str:
         """The experiment's id, created if new (artifacts beside a sqlite store), tagged as model development (so
-        MLflow 3's UI opens on its runs, not on GenAI traces) and described, unless it already has a description."""
+        MLflow 3's UI opens on its runs, not on GenAI traces), described unless it already has a description, with
+        saved views that show these agents' final accuracy (hacrl_exp.tracking.views)."""
         found = self.client.get_experiment_by_name(name)
         if found is None:
             experiment_id = self.client.create_experiment(name, artifact_location=artifact_location(self.uri))
@@ -165,6 +171,7 @@ class MlflowTracker:
             self.client.set_experiment_tag(experiment_id, "mlflow.experimentKind", EXPERIMENT_KIND)
         if "mlflow.note.content" not in found_tags:
             self.client.set_experiment_tag(experiment_id, "mlflow.note.content", EXPERIMENT_NOTE)
+        write_views(self.client, experiment_id, agents, found_tags)
         return experiment_id
 
     def ui_hint(self) -> str:
@@ -279,20 +286,48 @@ class MlflowTracker:
         self._write(lambda: self.client.log_dict(run_id, params, "config.json"), "config.json")
 
     def log_summary(self, metrics: dict[str, float], step: int) -> None:
-        """Log the job's `final/*` summary on the parent run now (docs/metrics.md)."""
+        """Log the job's `final/*` summary on the parent run now (docs/metrics.md), and each agent's
+        `final/accuracy*/<agent>` on its own run without the `/<agent>` (so its logged model carries it)."""
         self.log(step, metrics)
+        for agent in filter(None, self.run_ids):
+            end = f"/{agent}"
+            own = {k[: -len(end)]: v for k, v in metrics.items() if k.startswith("final/accuracy") and k.endswith(end)}
+            self.log(step, own, agent)
         self.flush()
 
+    def describe(self, steps: int, history: dict, checkpoint: Path | None = None) -> None:
+        """Write the generated descriptions of the parent and agent runs (hacrl_exp.tracking.description) from the
+        parent's tags: `steps` trained, the held-out `history` ({step: {agent: {accuracy/mean: …}}}), the
+        checkpoint folder (None: the run folder, no final checkpoint yet)."""
+        from hacrl_exp.tracking.description import agent_description, job_description
+
+        def write() -> None:
+            tags = self.client.get_run(self.run_ids[""]).data.tags
+            folder = str(checkpoint) if checkpoint else None
+            for agent, run_id in self.run_ids.items():
+                if agent:
+                    text = agent_description(tags, agent, steps, history, folder)
+                else:
+                    text = job_description(tags, steps, history, folder)
+                self.client.set_tag(run_id, "mlflow.note.content", text)
+
+        self._write(write, "run descriptions")
+
     def log_model(
-        self, folder: Path, agent: str, registered_name: str | None = None, artifact_path: str = "model"
+        self, folder: Path, agent: str, registered_name: str | None = None, artifact_path: str = "model", step: int = 0
     ) -> None:
-        """Log an agent's save_pretrained folder as an MLflow transformers model of its run (registered as
-        `<registered_name>-<agent>` when set); a failure is a warning, the files stay in the run folder."""
-        from hacrl_exp.tracking.provenance import log_agent_model
+        """Log an agent's save_pretrained folder as an MLflow transformers model of its run at `step`, so the model
+        carries the run's metrics of that step, named `<job>-<agent>` (`-<artifact_path>` for other than `model`) and
+        registered as `<registered_name>-<agent>` when set; once per run and name (a resumed finished job logs
+        nothing again). A failure is a warning, the files stay in the run folder."""
+        from hacrl_exp.tracking.provenance import log_agent_model, logged_model_names
 
         run_id, registered = self.run_ids[agent], registered_name and f"{registered_name}-{agent}"
         try:
-            log_agent_model(self.client, run_id, folder, artifact_path, registered)
+            job = self.client.get_run(self.run_ids[""]).info.run_name
+            name = model_name(job, agent) + ("" if artifact_path == "model" else f"-{artifact_path}")
+            if name not in logged_model_names(self.client, run_id):
+                log_agent_model(self.client, run_id, folder, name, registered, step, artifact_path)
         except Exception as exc:  # noqa: BLE001 - a model that cannot be logged must not fail a finished run
             log.warning("could not log %s as an MLflow model (%s: %s)", folder, type(exc).__name__, exc)
 

@@ -78,7 +78,11 @@ class BenchmarkEvaluation:
         from hacrl_exp.evaluation import EvalSettings
 
         self.settings = EvalSettings(
-            data_dir=config.task.data_dir, limit=config.trainer.eval_benchmark_limit, seed=config.seed, bootstrap=200
+            data_dir=config.task.data_dir,
+            limit=config.trainer.eval_benchmark_limit,
+            seed=config.seed,
+            bootstrap=200,
+            grader_forms=config.task.grader_forms,
         )
         self.problems = {spec.name: problems for spec, problems in benchmark_problems(config, self.settings.source)}
         self.grader = getattr(task, "grader", None)  # reuse the math task's running grader workers

@@ -162,7 +162,7 @@ def _train(
         saved = save_checkpoint(output_dir / "checkpoints", step, workers.save, state, trainer.keep_checkpoints)
         if config.tracking.log_every_checkpoint:
             for name in names:
-                tracker.log_model(saved / "agents" / name, name, artifact_path=f"model_step_{step:06d}")
+                tracker.log_model(saved / "agents" / name, name, artifact_path=f"model_step_{step:06d}", step=step)
 
     if checkpoint is None:
         evaluate(0)
@@ -261,8 +261,10 @@ def _train(
         raise RunInterrupted(f"{how}; resume with trainer.resume={output_dir}", stop.exit_code)
     log.flush(tracker)
     history, seconds_per_step, seconds_total = run_history(output_dir / "metrics.jsonl")  # over every resume
+    final = find_checkpoint(output_dir)
     if finished:
         tracker.log_summary(final_metrics(history, counters, seconds_total), last_step)
+    tracker.describe(last_step, history, final)  # overrides, start → final accuracy, checkpoint, command
     summary = {
         "steps_run": len(step_times),
         "last_step": last_step,
@@ -278,9 +280,8 @@ def _train(
     }
     write_text_atomic(output_dir / "summary.json", json.dumps(summary, indent=1))
     if finished and trainer.save_final_models and config.tracking.log_models:
-        final = find_checkpoint(output_dir)
-        for name in names:  # an MLflow transformers model per agent, registered with tracking.register_model
-            tracker.log_model(final / "agents" / name, name, config.tracking.register_model)
+        for name in names:  # a model per agent at the last step, carrying its final metrics (once per run)
+            tracker.log_model(final / "agents" / name, name, config.tracking.register_model, step=last_step)
     if stopped_early is not None:
         tracker.set_tags({"stopped_early": str(stopped_early)})
     tracker.close("FINISHED" if finished or stopped_early is not None else "KILLED")

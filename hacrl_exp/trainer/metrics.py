@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 from hacrl_exp.algo import CapabilityTracker
+from hacrl_exp.tracking.description import ACCURACY_DECIMALS
 from hacrl_exp.trainer.checkpoint import write_text_atomic
 
 
@@ -76,7 +77,9 @@ def final_metrics(
     """The parent run's `final/*` summary (docs/metrics.md), so MLflow's runs table compares jobs directly.
 
     history: {step: {agent: {accuracy/<category>: value, accuracy/mean: value}}} (run_history); an agent's final
-    accuracy is its value at the last step it was evaluated. counters: {agent: {rollouts_total, tokens_total}}.
+    accuracy is its value at the last step it was evaluated, rounded to ACCURACY_DECIMALS (4) decimals: a count
+    over a total (averaged over categories) has no more digits worth showing (0.6, not 0.6000000000000001); the
+    agent runs' eval/* curves keep the values as computed. counters: {agent: {rollouts_total, tokens_total}}.
         final/accuracy_mean/<agent>, final/accuracy/<category>/<agent>, final/rollouts_total/<agent>,
         final/tokens_total/<agent>, final/time_total_s
     """
@@ -86,7 +89,7 @@ def final_metrics(
             for key, value in accuracy.items():
                 category = key.split("/", 1)[1]
                 name = "final/accuracy_mean" if category == "mean" else f"final/accuracy/{category}"
-                out[f"{name}/{agent}"] = float(value)
+                out[f"{name}/{agent}"] = round(float(value), ACCURACY_DECIMALS)
     for agent, values in counters.items():
         for key in ("rollouts_total", "tokens_total"):
             if key in values:

@@ -88,3 +88,21 @@ def test_command_grades_a_small_set(tmp_path):
     )
     assert proc.returncode == 2 and "nope.jsonl' does not exist" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+
+
+def test_outside_command_prints_the_table_and_every_disagreement(tmp_path):
+    out = tmp_path / "outside.json"
+    proc = subprocess.run(
+        [sys.executable, "-m", "benchmarks.grader_accuracy", "--outside", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    summary = json.loads(out.read_text())["summary"]
+    assert set(summary) == {"math-verify", "hendrycks-math", "nemo-skills"}
+    assert all(s["false_positives"] == 0 and "unreviewed" not in s["disagreements"] for s in summary.values())
+    disagreements = sum(s["cases"] - s["agree"] for s in summary.values())
+    assert proc.stdout.count("\n- ") == disagreements > 0
+    assert "| math-verify | 268 |" in proc.stdout and "[their setting we don't share]" in proc.stdout

@@ -43,6 +43,7 @@ def test_all_benchmarks_into_mlflow(tiny_run, data_dir, tmp_path):
     assert set(summary["agent"]) == {"opt_char", "gpt2_bpe"} and set(summary["step"]) == {2}
     table = headline_table(summary)
     assert "best_at_30" in table and table.count("\n") == 1 + 2 * 8
+    assert "| forms=requested [95% CI] | forms=value [95% CI] |" in table  # the policy, and the other one beside it
 
     client = mlflow.MlflowClient(tiny_run["uri"])
     training = client.get_run(tiny_run["run_ids"][""])
@@ -58,11 +59,13 @@ def test_all_benchmarks_into_mlflow(tiny_run, data_dir, tmp_path):
             assert f"{name}/{key}" in metrics, (name, key)
         assert metrics[f"{name}/{head}_ci_low"] <= metrics[f"{name}/{head}"] <= metrics[f"{name}/{head}_ci_high"]
         assert metrics[f"{name}/problems"] == 2
+        assert (f"{name}/{head}_forms_value" in metrics) == (name != "arithmetic")  # exact match reads no form
     assert {"aime2025/pass_at_8", "aime2025/maj_at_30", "aime2025/avg_at_30", "arithmetic/accuracy/add2"} <= set(
         metrics
     )
     assert params["math500/prompt_template"].endswith("output the final answer within \\boxed{}.")
     assert params["arithmetic/prompt_template"] == "{problem}" and params["math500/prompt_format"] == "plain"
+    assert params["grader.forms"] == "requested"
     assert [m.step for m in client.get_metric_history(run.info.run_id, "math500/accuracy")] == [2]
 
     local = client.download_artifacts(run.info.run_id, "results", str(tmp_path / "dl"))
@@ -75,6 +78,8 @@ def test_all_benchmarks_into_mlflow(tiny_run, data_dir, tmp_path):
     assert set(samples["reason"]) <= {"correct", "wrong", "no_answer", "timeout", "grader_error"}
     trainer_record = {"id", "category", "reward", "reason", "prompt", "response", "extracted", "gold"}
     assert trainer_record <= set(samples)  # the same columns as the trainer's per-problem eval records
+    assert set(samples["grader_forms"]) == {"requested"} and samples["reward"].equals(samples["reward_forms_requested"])
+    assert (samples["reward_forms_value"] >= samples["reward"]).all()  # value only drops the requested-form check
     assert (tmp_path / "opt_char_step2" / "summary.parquet").is_file() and (tmp_path / "summary.parquet").is_file()
 
 

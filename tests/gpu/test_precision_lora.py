@@ -57,6 +57,7 @@ def make_batch(agent) -> LearnerBatch:
         old_token_logp=old,
         ref_token_logp=old,
         block_sizes=[ROWS],
+        temperature=1.0,
     )
 
 

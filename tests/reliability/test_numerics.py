@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -52,7 +53,7 @@ class Faults:
 
         poison(update, "response_logprobs", lambda out: (out[0] * NAN, out[1]))  # the learner's new log-probs
         poison(update, "sequence_log_ratio", lambda out: out + INF)  # the importance ratios
-        poison(objectives, "sequence_policy_loss", lambda out: (out[0] * INF, out[1]))  # the loss
+        poison(objectives, "sequence_policy_terms", lambda out: replace(out, objective=out.objective * INF))  # the loss
         poison(rollouts, "batched_response_logprobs", lambda out: [t * NAN for t in out])  # the rollout's old log-probs
 
     def next_step(self, step: int) -> None:
@@ -69,7 +70,7 @@ def run(tmp_path, steps: int, *extra: str):
     return loop.train(config, tmp_path)
 
 
-FAULTS = ["response_logprobs", "sequence_log_ratio", "sequence_policy_loss", "batched_response_logprobs"]
+FAULTS = ["response_logprobs", "sequence_log_ratio", "sequence_policy_terms", "batched_response_logprobs"]
 
 
 def test_bad_steps_are_skipped_logged_and_the_run_goes_on(tmp_path, monkeypatch, caplog):
@@ -105,7 +106,7 @@ def test_bad_steps_are_skipped_logged_and_the_run_goes_on(tmp_path, monkeypatch,
 def test_too_many_bad_steps_abort_with_one_clear_error(tmp_path, monkeypatch):
     import mlflow
 
-    faults = Faults(monkeypatch, ["sequence_policy_loss"] * 20)
+    faults = Faults(monkeypatch, ["sequence_policy_terms"] * 20)
     with pytest.raises(NumericsError) as info:
         run(tmp_path, 20, "trainer.max_bad_steps=3")
     message = str(info.value)

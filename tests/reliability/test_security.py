@@ -207,6 +207,7 @@ def test_the_printed_mlflow_link_carries_no_credentials():
     from hacrl_exp.tracking import ui_hint
 
     link = ui_hint("https://alice:s3cr3t-V4lue@mlflow.example.com:5000/", "7")
-    assert link == "MLflow: https://mlflow.example.com:5000/#/experiments/7/runs?workflowType=machine_learning"
+    page = "#/experiments/7/runs?workflowType=machine_learning&viewStateShareKey=hacrl-final-accuracy"
+    assert link == f"MLflow: https://mlflow.example.com:5000/{page}"
     local = ui_hint("sqlite:////tmp/x/mlflow.db", "1")
-    assert "--host 127.0.0.1" in local and local.endswith("#/experiments/1/runs?workflowType=machine_learning")
+    assert "--host 127.0.0.1" in local and local.endswith(f"http://127.0.0.1:5000/{page.replace('/7/', '/1/')}")

@@ -4,6 +4,7 @@ import re
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 
 from hacrl_exp.config.report_schema import validate_report
@@ -111,13 +112,14 @@ def test_report_files_exist(report):
     for agent in ("opt_char", "gpt2_bpe"):
         expected = {f"curves_main_{agent}.png", f"curves_ablations_{agent}.png", f"reward_{agent}.png"}
         assert expected | {f"mechanisms_{agent}.png"} <= set(pngs)  # the trainer logs ω, P̂ and the window share
-    assert {"final_accuracy.png", "cost.png", "alpha_response.png"} <= set(pngs)
+    assert {"final_accuracy.png", "forest.png", "cost.png", "alpha_response.png"} <= set(pngs)
     assert (folder / "headline.md").read_text().startswith(built.headline)
     for png in (folder / "plots").glob("*.png"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, png
         assert f"plots/{png.name}" in built.markdown  # every plot is shown in the report
     tables = {p.name for p in (folder / "tables").iterdir()}
     assert {"accuracy.csv", "accuracy_intervals.csv", "cost.csv", "comparisons.csv", "hypotheses.csv"} <= tables
+    assert {"per_seed_accuracy.csv", "outlying_seeds.csv", "starts.csv", "diagnostics.csv"} <= tables
     assert "alpha_trials.csv" in tables
 
 
@@ -182,7 +184,7 @@ def test_paired_delta_equals_difference_of_logged_accuracies(report):
 def test_statements_match_the_numbers(report):
     built, _, _ = report
     for c in (c for c in built.comparisons if c.column == "mean"):
-        expected = seed_verdict(c.seeds.mean, c.p_holm, c.p_tost, 0.05)
+        expected = seed_verdict(c.seeds.mean, c.p_holm, c.p_tost_holm, c.p_refute_holm, 0.05)
         assert c.verdict == expected
         assert expected not in ("beat", "fell short of")  # 2 seeds: no sign-flip p below 2/2² = 0.5
         line = next(x for x in built.markdown.splitlines() if x.startswith("- ") and f"{c.a} " in x and
@@ -190,21 +192,54 @@ def test_statements_match_the_numbers(report):
         assert f"Δ = {signed(c.seeds.mean)} in held-out accuracy" in line and expected in line
         assert "With 2 seeds no sign-flip p can be below 0.500" in line
     head = built.markdown.split("## Headline", 1)[1].split("\n## ", 1)[0]
-    assert built.headline in head
-    mine = [c for c in built.comparisons if (c.a, c.b, c.column) == ("HACPO", "GSPO×2", "mean")]
-    won = sum(c.verdict == "beat" for c in mine)
-    assert f"is supported for {won} of {len(mine)} agents" in head
-    for c in mine:
-        assert f"against GSPO×2 for {c.agent}, with 0.50× its rollouts: {c.verdict} (Δ = {signed(c.seeds.mean)}" in head
+    assert built.headline[built.headline.index("| agent | A vs B |") :] in head
+    for c in (c for c in built.comparisons if (c.a, c.column) == ("HACPO", "mean") and c.family == "claims"):
+        row = f"| {c.agent} | HACPO vs {c.b} |"
+        assert row in head and f"{signed(c.seeds.mean)}" in next(x for x in head.splitlines() if x.startswith(row))
 
 
 def test_rollout_cost_table(report):
-    built, _, _ = report
+    """Generated rollouts from MLflow; the other costs are the runs' cost/* totals, or 'not logged by these runs'
+    for a store whose runs did not log them."""
+    from mlflow.tracking import MlflowClient
+
+    from hacrl_exp.report.costs import COSTS, not_logged
+    from hacrl_exp.report.load import TOTALS
+
+    built, uri, _ = report
     cost = built.cost.set_index(["agent", "method"])
     for agent in ("opt_char", "gpt2_bpe"):
-        assert cost.loc[(agent, "GSPO×2"), "rollouts_total"] == 2 * 4 * 8  # 2 steps × 4 prompts × G 8
-        assert cost.loc[(agent, "HACPO"), "rollouts_total"] == 2 * 4 * 4
-        assert cost.loc[(agent, "HACPO"), "seconds"] > 0
+        assert cost.loc[(agent, "GSPO×2"), "generated rollouts"] == 2 * 4 * 8  # 2 steps × 4 prompts × G 8
+        assert cost.loc[(agent, "HACPO"), "generated rollouts"] == 2 * 4 * 4
+        assert cost.loc[(agent, "HACPO"), "wall-clock s (job)"] > 0
+    client = MlflowClient(uri)
+    runs = client.search_runs([client.get_experiment_by_name("report_test").experiment_id], "tags.role = 'agent'")
+    for name in COSTS:
+        logged = [r for r in runs if any(k in r.data.metrics for k in TOTALS[name])]
+        if not logged:
+            assert name in not_logged(built.cost) and "Not logged by these runs: " in built.markdown
+        else:
+            assert len(logged) == len(runs) and cost[name].notna().all(), name
+
+
+def test_seed_tags_and_grading_policy_are_read_from_the_runs(report):
+    """The regime says what the jobs' tags and params say: data and held-out seeds varied, fixed, or not recorded;
+    the grading policy (param task.grader_forms; absent: requested for a math job, the policy before the setting;
+    none for a job whose grader reads no answer form)."""
+    from mlflow.tracking import MlflowClient
+
+    from hacrl_exp.report.seeds import varied
+
+    built, uri, _ = report
+    client = MlflowClient(uri)
+    parents = client.search_runs([client.get_experiment_by_name("report_test").experiment_id], "tags.role = 'parent'")
+    for tag, what in (("data_seed", "Data seed (the prompt order)"), ("heldout_seed", "Held-out seed")):
+        values = pd.Series([p.data.tags.get(tag) for p in parents], dtype=object)
+        assert f"{what}" in built.markdown and varied(values, len(parents)) in built.markdown
+    # a math job without the param ran under `requested` (before the setting); a job that reads no form logs none
+    default = {"math": "requested"}
+    forms = {p.data.params.get("task.grader_forms", default.get(p.data.params["task.name"], "none")) for p in parents}
+    assert len(forms) == 1 and f"Grading: `task.grader_forms={forms.pop()}`" in built.markdown
 
 
 def test_alpha_section_reads_the_studies(report):
@@ -271,7 +306,8 @@ def test_benchmark_column_from_evaluation_runs(report):
         if values:  # HACPO and GSPO×2 were evaluated at both seeds
             assert cell.n == 2 and cell.mean == pytest.approx(sum(values) / 2)
         else:
-            row = next(x for x in built.markdown.splitlines() if x.startswith(f"| {agent} | {method}"))
+            table1 = built.markdown.split("## Table 1", 1)[1]
+            row = next(x for x in table1.splitlines() if x.startswith(f"| {agent} | {method}"))
             assert cell.n == 0 and row.split("|")[-2].strip() == ""  # the arithmetic cell (last) is empty, not 0
     found = [c for c in built.comparisons if (c.a, c.b, c.column) == ("HACPO", "GSPO×2", "arithmetic")]
     assert len(found) == 2
@@ -285,7 +321,8 @@ def test_comparisons_csv_round_trips(report):
     built, _, _ = report
     rows = (built.folder / "tables" / "comparisons.csv").read_text().splitlines()
     assert rows[0].startswith("agent,a,b,column,family,delta") and len(rows) == 1 + len(built.comparisons)
-    assert ",p_sign_flip,p_holm,equivalence_margin,p_tost," in rows[0]
+    assert ",p_sign_flip,p_holm,tests_in_family,equivalence_margin,margin_reason,p_tost,p_tost_holm," in rows[0]
+    assert ",upper_bound,p_refute,p_refute_holm,seeds_ahead,seeds_tied,seeds_behind,power," in rows[0]
 
 
 def test_a_seed_run_twice_is_refused_by_name(report, tmp_path):
@@ -320,8 +357,12 @@ def test_the_selection_names_the_code_versions(report):
 
     from hacrl_exp.report.render import code_versions
 
-    built, _, _ = report
+    built, uri, _ = report
     assert re.search(r"Code: git commit `(\w+|unknown)` \(8 jobs\)", built.markdown)
+    assert "<details><summary>8 jobs</summary>" in built.markdown  # every job, with its run id and how to open it
+    assert f"To open a job's run: python -m hacrl_exp.ui --store {uri} (or mlflow ui --backend-store-uri {uri} --host 127.0.0.1)" in built.markdown
+    for parent in built.data.runs["parent_id"].unique():
+        assert f"`{parent}` |" in built.markdown
     jobs = pd.DataFrame({"parent_id": ["a", "a", "b", "c"], "commit": ["1035eeb", "1035eeb", "1035eeb", "85bf782"],
                          "dirty": [False, False, False, True]})  # fmt: skip
     assert code_versions(jobs) == (

@@ -11,17 +11,19 @@ from hacrl_exp.report.stats import (
     INDISTINGUISHABLE,
     MATCHED,
     NOT_ESTABLISHED,
+    REFUTED,
     Interval,
     holm,
     mcnemar_exact,
     mean_t_interval,
+    one_sided_upper,
     paired_bootstrap,
-    paired_t_power,
     paired_test,
+    refute_p,
     seed_bootstrap_interval,
+    seed_counts,
     seed_problem_bootstrap,
     seed_verdict,
-    seeds_needed,
     sign_flip_p,
     tost_p,
     verdict,
@@ -218,23 +220,33 @@ def test_paired_t_interval_of_differences_hand_value():
     assert iv.half_width == pytest.approx(0.28684, abs=1e-5)
 
 
-def test_seeds_needed_against_published_power_tables():
-    # two-sided paired t-test, α = 0.05, power 0.8 (G*Power's "means: difference from constant"): effect size
-    # d̄/s_d = 1 needs n = 10 (actual power 0.8031), d̄/s_d = 0.5 needs n = 34 (actual power 0.8078)
-    assert seeds_needed(0.5, 0.5) == 10 and seeds_needed(-0.05, 0.05) == 10
-    assert paired_t_power(10, 1.0, 1.0) == pytest.approx(0.8031, abs=5e-4)
-    assert paired_t_power(9, 1.0, 1.0) < 0.8  # 10 is the smallest
-    assert seeds_needed(0.25, 0.5) == 34
-    assert paired_t_power(34, 0.5, 1.0) == pytest.approx(0.8078, abs=5e-4) and paired_t_power(33, 0.5, 1.0) < 0.8
-    # no effect or no spread: nothing to plan with
-    assert seeds_needed(0.0, 0.1) is None and seeds_needed(0.1, 0.0) is None and seeds_needed(0.1, math.nan) is None
+def test_refutation_and_its_one_sided_bound_hand_values():
+    # d = (0.01, 0, −0.01): d̄ = 0, se = 0.01/√3; H0: μ ≥ δ = 0.033 → p = F_t(2)((0 − 0.033)/se) (closed-form t(2));
+    # the one-sided 95% bound is d̄ + t(0.95, 2) · se, t(0.95, 2) = 0.9 · √(2 / 0.19) = 2.919986
+    d, se = [0.01, 0.0, -0.01], 0.01 / math.sqrt(3)
+    assert refute_p(d, 0.033) == pytest.approx(t2_cdf(-0.033 / se), rel=1e-9)
+    t95 = 0.9 * math.sqrt(2 / 0.19)
+    assert t95 == pytest.approx(2.919986, abs=1e-6)
+    assert one_sided_upper(d, 0.05) == pytest.approx(t95 * se, rel=1e-9)  # 0.016858
+    # refuted ⟺ the bound lies below δ: δ = 0.016 sits under the bound, δ = 0.017 above it
+    assert refute_p(d, 0.016) > 0.05 > refute_p(d, 0.017)
+    # the issue's opt_char HACPO − GSPO×2 over 10 seeds: a gain of +0.02 is rejected at p = 6.1e-5 (the issue's 6e-5),
+    # the paper's +0.0333 at 3.0e-6; the 95% t-interval is [−0.019, +0.001] as the issue quotes
+    issue = [-0.0275, -0.005, -0.01, -0.035, 0.005, 0, 0.0125, -0.01, -0.005, -0.0125]
+    assert refute_p(issue, 0.02) == pytest.approx(6.096e-5, rel=1e-3)
+    assert refute_p(issue, 0.0333) == pytest.approx(3.0e-6, rel=1e-2)
+    assert (mean_t_interval(issue).low, mean_t_interval(issue).high) == pytest.approx((-0.01888, 0.00138), abs=1e-5)
+    assert one_sided_upper(issue) < 0.0 < 0.0333
+    # no spread, one seed, or no effect: nothing to test
+    assert math.isnan(refute_p([0.0, 0.0], 0.03)) and math.isnan(refute_p([0.01], 0.03))
+    assert math.isnan(refute_p(d, math.nan)) and math.isnan(one_sided_upper([0.01]))
 
 
-def test_seeds_needed_normal_approximation_for_a_small_effect():
-    # for a small effect the t-test n approaches the normal formula ((z_0.975 + z_0.8) / (d̄/s_d))² = 784.9 at 0.1,
-    # plus about one for the t's heavier tails: 787 (G*Power: 787)
-    assert ((1.959964 + 0.841621) / 0.1) ** 2 == pytest.approx(784.9, abs=0.1)
-    assert seeds_needed(0.01, 0.1) == 787
+def test_seed_counts_count_float_noise_as_ties():
+    # the issue's gpt2_bpe vs −Clip: a 1.1e−16 difference is a tie, not a win (7 ahead, 1 tie, 2 behind; not 8/10)
+    d = [0.0075, -0.0125, 0.02, 0.0075, 1.11022e-16, 0.0175, 0.02, 0.1, -0.0075, 0.005]
+    assert seed_counts(d) == (7, 1, 2)
+    assert seed_counts([5.6e-17, -5.6e-17, 0.0, 1e-11, -1e-11, float("nan")]) == (1, 3, 1)
 
 
 def test_seed_problem_bootstrap_stays_in_unit_interval():
@@ -261,12 +273,16 @@ def test_seed_problem_bootstrap_weights_and_seed_spread():
 
 
 def test_seed_verdict_rules():
+    # arguments: Δ, Holm p of the sign-flip, of the TOST, of the refutation; first that passes wins
     assert seed_verdict(0.05, 0.01, 0.9) == BEAT
-    assert seed_verdict(-0.05, 0.01, 0.9) == FELL_SHORT
-    assert seed_verdict(0.001, 0.6, 0.01) == MATCHED
+    assert seed_verdict(-0.05, 0.01, 0.9, 0.001) == FELL_SHORT  # a difference outranks a refutation
+    assert seed_verdict(0.001, 0.6, 0.01, 0.001) == MATCHED  # equivalence outranks a refutation (both are said)
+    assert seed_verdict(-0.01, 0.6, 0.2, 0.01) == REFUTED
     assert seed_verdict(0.05, 0.2, 0.3) == NOT_ESTABLISHED
-    assert seed_verdict(0.05, float("nan"), float("nan")) == NOT_ESTABLISHED
+    assert seed_verdict(0.05, float("nan"), float("nan"), float("nan")) == NOT_ESTABLISHED
     assert seed_verdict(0.05, 0.03, 0.9, significance=0.01) == NOT_ESTABLISHED
+    # the raw TOST p may pass; only the adjusted one counts: the caller passes Holm-adjusted p's
+    assert seed_verdict(0.0, 1.0, 0.06, 0.5) == NOT_ESTABLISHED
 
 
 def test_seed_bootstrap_interval_two_seeds_hand_value():

@@ -70,6 +70,20 @@ def test_no_false_positive_and_accuracy(verdicts):
     assert accuracy >= 0.98, f"accuracy {accuracy:.3f}; misgraded: {wrong}"
 
 
+def value_policy_changes(rows_and_grades) -> list[str]:
+    """Ids whose verdict differs under grader forms=value, after checking each is a form-rule row (a right value in a
+    form the question did not ask for) turning correct: the value policy accepts no near miss or malformed answer."""
+    changed = [(r, g) for r, g in rows_and_grades if g.reason_under("value") != g.reason_under("requested")]
+    odd = [r["id"] for r, g in changed if r["kind"] != "form_rule" or g.reason_under("value") != "correct"]
+    assert odd == [], f"forms=value changed verdicts that are not form rules: {odd}"
+    return [r["id"] for r, _ in changed]
+
+
+def test_value_policy_flips_only_form_rules(verdicts):
+    flipped = value_policy_changes(verdicts)
+    assert len(flipped) == 20  # of the 33 form-rule rows, as docs/evaluation.md ("Grading policy") says
+
+
 def test_training_reward_equals_evaluation_verdict(verdicts, data_dir, grader):
     """MathTask.grade (the RL reward) and the lm-eval export's process_results give the harness's verdict on every
     pair: one grading path."""
@@ -81,6 +95,9 @@ def test_training_reward_equals_evaluation_verdict(verdicts, data_dir, grader):
         rewards = task.grade([r["response"] for r, _ in ours], [by_id[r["problem_id"]] for r, _ in ours])
         assert [x.reward for x in rewards] == [g.reward for _, g in ours], benchmark
         assert [x.reason for x in rewards] == [g.reason for _, g in ours], benchmark
+        task.forms = "value"  # task.grader_forms=value: the harness's verdict under that policy
+        rewards = task.grade([r["response"] for r, _ in ours], [by_id[r["problem_id"]] for r, _ in ours])
+        assert [x.reward for x in rewards] == [g.reward_under("value") for _, g in ours], benchmark
         process = make_process_results(benchmark)
         docs = {json.loads(line)["id"]: json.loads(line) for line in (data_dir / file).read_text().splitlines()}
         exported = [process(docs[r["problem_id"]], [r["response"]])["exact_match"] for r, _ in ours]
@@ -114,3 +131,4 @@ def test_heldout_set_when_present(data_dir, grader):
     grades = grader.grade([r["response"] for r in rows], [p.answer for p in own], questions=questions)
     false_pos = [r["id"] for r, g in zip(rows, grades) if g.reward == 1.0 and r["label"] == 0]
     assert false_pos == [], f"accepted wrong answers: {false_pos}"
+    assert len(value_policy_changes(list(zip(rows, grades)))) == 18  # of its 42 form-rule rows, as the docs say

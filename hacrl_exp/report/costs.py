@@ -1,0 +1,69 @@
+"""What each method spent, per agent, and which of those costs a comparison held equal.
+
+Costs are the agent runs' cumulative totals (hacrl_exp.report.load.TOTALS): generated rollouts and tokens, trained
+rows, optimizer updates, forward and backward tokens, and process seconds (CPU/GPU process time, not wall-clock);
+plus the job's process seconds and its wall-clock training seconds (the parent's time/step_s summed), which depends
+on the machine's load and is shown for reference only. A cost no run of the selection logged is "not logged by these
+runs" (runs from before the cost keys existed log only the generated rollouts and tokens).
+"""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from hacrl_exp.report.load import JOB_PROCESS_SECONDS, ReportData
+from hacrl_exp.report.tables import BASE, by_agent_then_method, methods_in
+
+COSTS = ("generated rollouts", "generated tokens", "trained rows", "updates", "forward tokens", "backward tokens",
+         "process s")  # fmt: skip
+"""The per-agent costs a comparison is judged on, in the order the report lists them."""
+EXTRA = (JOB_PROCESS_SECONDS, "wall-clock s (job)")
+EQUAL_WITHIN = 0.005
+"""A cost is held equal when A's mean over seeds is B's within ±0.5% (the ratio rounds to 1.00)."""
+
+
+def cost_table(data: ReportData, final: pd.DataFrame) -> pd.DataFrame:
+    """Per (method, agent), means over seeds: COSTS and EXTRA (NaN: not logged), final accuracy, its gain over the
+    step-0 accuracy, and that gain per 1000 generated rollouts."""
+    totals = data.totals.pivot_table(index="run_id", columns="name", values="value")
+    seconds = data.curves[data.curves["metric"] == "seconds"]
+    wall = seconds[seconds["step"] == seconds.groupby("run_id")["step"].transform("max")].set_index("run_id")["value"]
+    wide = data.runs[["run_id", "method", "agent", "seed"]].set_index("run_id")
+    wide = wide.join(totals.reindex(columns=[*COSTS, JOB_PROCESS_SECONDS])).assign(**{EXTRA[1]: wall})
+    wide = wide.reset_index()
+    mean = final[final["column"] == "mean"]
+    acc = mean[mean["method"] != BASE][["run_id", "value"]].rename(columns={"value": "accuracy"})
+    base = mean[mean["method"] == BASE][["agent", "seed", "value"]].rename(columns={"value": "base"})
+    wide = wide.merge(acc, on="run_id").merge(base, on=["agent", "seed"], how="left")
+    wide["gain"] = wide["accuracy"] - wide["base"]
+    rollouts = wide["generated rollouts"]
+    wide["gain per 1k rollouts"] = 1000.0 * wide["gain"] / rollouts.where(rollouts > 0)
+    numeric = [*COSTS, *EXTRA, "accuracy", "gain", "gain per 1k rollouts"]
+    table = wide.groupby(["method", "agent"], as_index=False)[numeric].mean()
+    return by_agent_then_method(table, methods_in(data))
+
+
+def not_logged(cost: pd.DataFrame) -> list[str]:
+    """The costs (COSTS and the job's process seconds) that no run of the selection logged."""
+    return [c for c in (*COSTS, JOB_PROCESS_SECONDS) if c not in cost or cost[c].isna().all()]
+
+
+def cost_ratios(cost: pd.DataFrame, agent: str, a: str, b: str) -> dict[str, float]:
+    """A's cost over B's for this agent (means over seeds), for each of COSTS both logged."""
+    rows = cost[cost["agent"] == agent].set_index("method")
+    if a not in rows.index or b not in rows.index:
+        return {}
+    out = {}
+    for name in COSTS:
+        top, bottom = rows.at[a, name], rows.at[b, name]
+        if pd.notna(top) and pd.notna(bottom) and bottom > 0:
+            out[name] = float(top / bottom)
+    return out
+
+
+def held_equal(ratios: dict[str, float]) -> tuple[list[str], dict[str, float]]:
+    """(the costs held equal, {cost: ratio} of those that differed), in COSTS order."""
+    equal = [name for name, r in ratios.items() if math.isclose(r, 1.0, abs_tol=EQUAL_WITHIN)]
+    return equal, {name: r for name, r in ratios.items() if name not in equal}

@@ -1,0 +1,111 @@
+"""Results at a glance, read back through MLflow's API after a real two-job multirun (`-m trainer.steps=1,2`):
+names unique per configuration, overrides recorded, generated descriptions, and final models that carry their final
+metrics, logged once. 38-76 s measured on the shared 2-core machine (two tiny jobs and four logged models in one
+subprocess)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hacrl_exp.tracking.description import accuracy_text
+from hacrl_exp.tracking.names import model_name
+from tests.e2e.tiny import tiny_overrides
+
+
+@pytest.fixture(scope="module")
+def multirun(tmp_path_factory):
+    """Two jobs that differ only in trainer.steps, in one store; (uri, {steps: summary})."""
+    folder = tmp_path_factory.mktemp("glance")
+    uri = f"sqlite:///{folder / 'mlflow.db'}"
+    overrides = [o for o in tiny_overrides("pair", steps=1) if not o.startswith("trainer.steps=")]
+    command = [sys.executable, "-m", "hacrl_exp.run", "-m", "trainer.steps=1,2", *overrides]
+    command += [f"tracking.uri={uri}", f"hydra.sweep.dir={folder / 'sweep'}"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    assert result.returncode == 0, result.stderr[-3000:]
+    summaries = [json.loads(p.read_text()) for p in sorted((folder / "sweep").glob("*/summary.json"))]
+    return uri, {s["last_step"]: s for s in summaries}
+
+
+def test_names_are_unique_per_configuration(multirun):
+    from mlflow.tracking import MlflowClient
+
+    uri, jobs = multirun
+    client = MlflowClient(uri)
+    parents = {steps: client.get_run(s["run_ids"][""]) for steps, s in jobs.items()}
+    names = {steps: p.info.run_name for steps, p in parents.items()}
+    assert len(set(names.values())) == 2 and all(n.startswith("hacpo-opt_char+gpt2_bpe-s0-") for n in names.values())
+    for steps, parent in parents.items():
+        tags = parent.data.tags
+        assert f"trainer.steps={steps}" in tags["overrides"].split()
+        assert tags["job"] == names[steps] and tags["config"] == names[steps].replace("-s0", "")
+        for agent in ("opt_char", "gpt2_bpe"):
+            child = client.get_run(jobs[steps]["run_ids"][agent])
+            assert child.info.run_name == f"{names[steps]}/{agent}"
+            assert child.data.tags["overrides"] == tags["overrides"]
+
+
+def test_descriptions_hold_overrides_accuracies_and_the_command(multirun):
+    from mlflow.tracking import MlflowClient
+
+    uri, jobs = multirun
+    client = MlflowClient(uri)
+    summary = jobs[2]
+    parent = client.get_run(summary["run_ids"][""])
+    text = parent.data.tags["mlflow.note.content"]
+    assert text.splitlines()[0] == f"Overrides: `{parent.data.tags['overrides']}`"
+    assert parent.data.tags["command"].startswith("python -m hacrl_exp.run trainer.steps=2 ")
+    assert f"Command: `{parent.data.tags['command']}`" in text
+    for agent in ("opt_char", "gpt2_bpe"):
+        start, final = (summary["evals"][str(step)][agent]["accuracy/mean"] for step in (0, 2))
+        line = f"- {agent}: {accuracy_text(start)} (step 0) → {accuracy_text(final)} (step 2)"
+        assert line in text
+        child = client.get_run(summary["run_ids"][agent]).data
+        assert f"{accuracy_text(start)} (step 0) → {accuracy_text(final)} (step 2)" in child.tags["mlflow.note.content"]
+        rounded = round(final, 4)
+        assert parent.data.metrics[f"final/accuracy_mean/{agent}"] == rounded == child.metrics["final/accuracy_mean"]
+    assert "Checkpoint: `" in text and "checkpoints/step_000002" in text
+
+
+def last_step_metrics(client, run_id: str) -> tuple[int, dict[str, float]]:
+    history = {k: client.get_metric_history(run_id, k) for k in client.get_run(run_id).data.metrics}
+    last = max(m.step for points in history.values() for m in points)
+    return last, {k: m.value for k, points in history.items() for m in points if m.step == last}
+
+
+def test_models_carry_the_final_metrics_and_are_logged_once(multirun):
+    import mlflow
+    from mlflow.tracking import MlflowClient
+
+    from hacrl_exp.tracking import open_job
+    from hacrl_exp.trainer.validate import preflight
+
+    uri, jobs = multirun
+    client = MlflowClient(uri)
+    mlflow.set_tracking_uri(uri)
+    summary = jobs[2]
+    job = client.get_run(summary["run_ids"][""]).info.run_name
+    for agent in ("opt_char", "gpt2_bpe"):
+        run_id = summary["run_ids"][agent]
+        found = mlflow.search_logged_models(
+            experiment_ids=[client.get_run(run_id).info.experiment_id],
+            filter_string=f"source_run_id = '{run_id}'", output_format="list",
+        )  # fmt: skip
+        assert [m.name for m in found] == [model_name(job, agent)]
+        step, metrics = last_step_metrics(client, run_id)
+        linked = {m.key: (m.step, m.value) for m in found[0].metrics}
+        assert step == 2 and linked == {k: (2, v) for k, v in metrics.items()}  # the Models page's values
+        assert "final/accuracy_mean" in linked and "eval/accuracy/mean" in linked
+        assert "model.md" in [f.path for f in client.list_artifacts(run_id)]  # shown under the run
+    # a resumed finished job (its run ids from the checkpoint) logs no model again
+    config = preflight([*tiny_overrides("pair", steps=2), f"tracking.uri={uri}"])
+    tracker = open_job(config, {}, Path(summary["output_dir"]), summary["run_ids"])
+    final = Path(summary["output_dir"]) / "checkpoints" / "step_000002"
+    tracker.log_model(final / "agents" / "opt_char", "opt_char", step=2)
+    tracker.close()
+    run_id = summary["run_ids"]["opt_char"]
+    experiment = client.get_run(run_id).info.experiment_id
+    again = mlflow.search_logged_models(experiment_ids=[experiment], filter_string=f"source_run_id = '{run_id}'")
+    assert len(again) == 1
