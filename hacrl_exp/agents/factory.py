@@ -69,10 +69,11 @@ def warm_started_tiny_model(cfg: AgentConfig, task, config: Config, index: int):
         "model": asdict(cfg.model),
         "tokenizer": asdict(cfg.tokenizer),
         "task": {"name": data.name, "tiers": list(data.tiers), "scratchpad": data.scratchpad},
-        "data_seeds": [data.seed, data.heldout_seed],
         "examples": n_examples,
         "init_seed": seed,
     }
+    if (data.seed, data.heldout_seed or 0) != (0, 0):  # at 0 and 0 the data are those of entries keyed without them
+        key["data_seeds"] = [data.seed, data.heldout_seed]
     target = None
     if warm.target_accuracy is not None:
         problems = check_subset(task.eval_problems(), warm.check_per_category)
