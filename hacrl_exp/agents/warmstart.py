@@ -1,7 +1,7 @@
 """Supervised warm start of a tiny agent (loss on response tokens only), and an on-disk cache of its result.
 
 The cache folder is named by the sha256 of the canonical JSON of everything that decides the trained weights: the
-caller's description of the model, tokenizer and task (its seeds and any accuracy target included), plus steps,
+caller's description of the model, tokenizer and task (its data seeds unless both 0, any accuracy target), plus steps,
 batch size, lr, seed and WARM_START_VERSION. Entries are written to a temporary folder and renamed into place, so a
 reader never sees a half-written one.
 
