@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -52,6 +52,9 @@ class Agent:
     """Frozen initial model for the KL term (a LoRA agent: its base, adapters off); None when algorithm.kl_coef is 0."""
     use_chat_template: bool
     max_prompt_tokens: int
+    warm_start: dict[str, float] = field(default_factory=dict)
+    """What the warm start did (a tiny agent's `warm_start/*` metrics: steps run, held-out accuracy reached); {}
+    without one."""
 
     @property
     def pad_id(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import asdict
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -13,7 +14,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 from hacrl_exp.agents.agent import Agent, build_agent, load_pretrained
 from hacrl_exp.agents.devices import agent_devices
 from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
-from hacrl_exp.agents.warmstart import warm_start_cached
+from hacrl_exp.agents.warmstart import AccuracyTarget, check_subset, greedy_accuracy, warm_start_cached
 from hacrl_exp.config.schema import AgentConfig, Config
 from hacrl_exp.errors import ConfigError
 
@@ -28,6 +29,15 @@ def cache_dir(config: Config) -> Path:
 
 def tiny_model(name: str, cfg: AgentConfig, task, config: Config, index: int):
     """A tiny agent's (model, tokenizer): built from config, then warm-started (cached by config hash)."""
+    model, tokenizer, _ = warm_started_tiny_model(cfg, task, config, index)
+    return model, tokenizer
+
+
+def warm_started_tiny_model(cfg: AgentConfig, task, config: Config, index: int):
+    """(model, tokenizer, warm_start metrics) of a tiny agent: built from config, then warm-started (cached by config
+    hash). Its initialisation, BPE corpus and warm-start examples are drawn with seed · 1000 + index from the task's
+    data seed (task.seed): a job's seed varies them all. Metrics: warm_start/steps_run, and with a target
+    warm_start/heldout_accuracy (the last check's accuracy on the checked subset); {} without a warm start."""
     seed = config.seed * 1000 + index
 
     def build() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -50,31 +60,48 @@ def tiny_model(name: str, cfg: AgentConfig, task, config: Config, index: int):
         )
         return model, tokenizer
 
-    if cfg.warm_start.steps == 0:
-        return build()
-    n_examples = cfg.warm_start.steps * cfg.warm_start.batch_size  # fresh examples, one pass (as measured)
+    warm = cfg.warm_start
+    if warm.steps == 0:
+        return (*build(), {})
+    n_examples = warm.steps * warm.batch_size  # fresh examples, one pass (as measured)
+    data = config.task
     # mixed_precision does not change the warm start (float32 on its own): left out, caches from before it stay valid
     model_key = {k: v for k, v in asdict(cfg.model).items() if k != "mixed_precision"}
     key = {
         "model": model_key,
         "tokenizer": asdict(cfg.tokenizer),
-        "task": {"name": config.task.name, "tiers": list(config.task.tiers), "scratchpad": config.task.scratchpad},
+        "task": {"name": data.name, "tiers": list(data.tiers), "scratchpad": data.scratchpad},
         "examples": n_examples,
         "init_seed": seed,
     }
+    if (data.seed, data.heldout_seed or 0) != (0, 0):  # at 0 and 0 the data are those of entries keyed without them
+        key["data_seeds"] = [data.seed, data.heldout_seed]
+    target = None
+    if warm.target_accuracy is not None:
+        problems = check_subset(task.eval_problems(), warm.check_per_category)
+        max_new = config.rollout.max_new_tokens
+        key["target"] = {"accuracy": warm.target_accuracy, "check_every": warm.check_every, "max_new_tokens": max_new}
+        key["target"]["problems"] = [p.id for p in problems]  # eval ids name the tier and the position in it
+        measure = partial(greedy_accuracy, problems=problems, grade=task.grade, max_new_tokens=max_new)
+        target = AccuracyTarget(warm.target_accuracy, warm.check_every, measure)
     result = warm_start_cached(
         build,
         lambda: task.supervised_examples(n_examples, seed=seed),
         cache_dir(config),
         key,
-        cfg.warm_start.steps,
-        cfg.warm_start.batch_size,
-        cfg.warm_start.lr,
+        warm.steps,
+        warm.batch_size,
+        warm.lr,
         seed,
         progress=config.trainer.progress,
-        warmup_steps=cfg.warm_start.warmup_steps,
+        warmup_steps=warm.warmup_steps,
+        target=target,
     )
-    return result.model, result.tokenizer
+    stats = result.stats
+    metrics = {"warm_start/steps_run": float(stats.get("steps_run", warm.steps))}
+    if stats.get("heldout_accuracy") is not None:
+        metrics["warm_start/heldout_accuracy"] = float(stats["heldout_accuracy"])
+    return result.model, result.tokenizer, metrics
 
 
 def make_agents(config: Config, task, device: torch.device | None = None) -> list[Agent]:
@@ -94,11 +121,12 @@ def make_agent(config: Config, task, device: torch.device | None, index: int) ->
     transformers.utils.logging.disable_progress_bar()  # per-file load/save bars would drown the run's own bar
     name, cfg = list(config.agents.members.items())[index]
     device = agent_devices(config)[name] if device is None else device
+    warm_start: dict[str, float] = {}
     if cfg.model.source == "pretrained":
         model, tokenizer = load_pretrained(name, cfg)
     else:
         try:
-            model, tokenizer = tiny_model(name, cfg, task, config, index)
+            model, tokenizer, warm_start = warm_started_tiny_model(cfg, task, config, index)
         except ValueError as exc:  # sizes that do not fit the task, e.g. a BPE vocabulary below its alphabet
             raise ConfigError(f"agents.members.{name}: {exc}") from None
     # prompt + response must fit the model's positions; keep the end of long prompts (the question)
@@ -111,7 +139,7 @@ def make_agent(config: Config, task, device: torch.device | None, index: int) ->
                 f"rollout.max_new_tokens={config.rollout.max_new_tokens} leaves no room for a prompt in "
                 f"agents.members.{name}'s {positions} positions; raise model.max_positions or lower it"
             )
-    return build_agent(
+    agent = build_agent(
         name,
         cfg,
         model,
@@ -123,6 +151,8 @@ def make_agent(config: Config, task, device: torch.device | None, index: int) ->
         rollout=config.rollout,
         seed=agent_seed(config, index),
     )
+    agent.warm_start = warm_start
+    return agent
 
 
 def agent_seed(config: Config, index: int) -> int:

@@ -1,19 +1,26 @@
 """Supervised warm start of a tiny agent (loss on response tokens only), and an on-disk cache of its result.
 
 The cache folder is named by the sha256 of the canonical JSON of everything that decides the trained weights: the
-caller's description of the model, tokenizer and task, plus steps, batch size, lr, seed and WARM_START_VERSION.
-Entries are written to a temporary folder and renamed into place, so a reader never sees a half-written one.
+caller's description of the model, tokenizer and task (its data seeds unless both 0, any accuracy target), plus steps,
+batch size, lr, seed and WARM_START_VERSION. Entries are written to a temporary folder and renamed into place, so a
+reader never sees a half-written one.
+
+A warm start can stop at a capability instead of a step count (`AccuracyTarget`): every check_every steps (and at
+the cap, `steps`) it measures greedy held-out accuracy and stops once that reaches the target, so a weak and a strong
+agent start where they are asked to, at every seed and on every machine, rather than wherever a fixed count lands.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 import os
 import shutil
 import tempfile
 import time
+from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +30,11 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
-from hacrl_exp.tasks.base import Problem
+from hacrl_exp.rollout.base import SamplingSettings
+from hacrl_exp.rollout.hf import HFRolloutEngine
+from hacrl_exp.tasks.base import Grade, Problem
+
+log = logging.getLogger(__name__)
 
 WARM_START_VERSION = 1
 """Bump when the training recipe changes (loss, batching, optimiser): it invalidates every cache entry."""
@@ -55,6 +66,45 @@ def collate_right_padded(pairs: Sequence[tuple], pad_id: int) -> dict[str, torch
     return {"input_ids": ids, "attention_mask": mask, "labels": labels}
 
 
+@dataclass(frozen=True)
+class AccuracyTarget:
+    """Stop a warm start once `measure(model, tokenizer)` ≥ `accuracy`, measured every `check_every` steps and at
+    the cap (`greedy_accuracy` on a held-out subset, bound to its problems)."""
+
+    accuracy: float
+    check_every: int
+    measure: Callable[[transformers.PreTrainedModel, transformers.PreTrainedTokenizerBase], float]
+
+
+def greedy_accuracy(
+    model: transformers.PreTrainedModel,
+    tokenizer: transformers.PreTrainedTokenizerBase,
+    problems: Sequence[Problem],
+    grade: Callable[[list[str], Sequence[Problem]], list[Grade]],
+    max_new_tokens: int,
+) -> float:
+    """Mean over categories of the greedy accuracy on `problems` (each category's mean reward, then their mean: the
+    held-out `accuracy/mean` of docs/metrics.md). Prompts are plain text, as a tiny agent renders them."""
+    engine = HFRolloutEngine(model, tokenizer)
+    prompts = [tokenizer(p.prompt, add_special_tokens=True)["input_ids"] for p in problems]
+    greedy = SamplingSettings(do_sample=False, temperature=0.0, max_new_tokens=max_new_tokens)
+    by_category: dict[str, list[float]] = defaultdict(list)
+    for problem, graded in zip(problems, grade(engine.generate(prompts, 1, greedy).texts, problems)):
+        by_category[problem.category].append(graded.reward)
+    return sum(sum(v) / len(v) for v in by_category.values()) / len(by_category)
+
+
+def check_subset(problems: Sequence[Problem], per_category: int) -> list[Problem]:
+    """The first `per_category` problems of each category, in the given order (the target check's held-out subset)."""
+    taken: dict[str, int] = defaultdict(int)
+    out = []
+    for problem in problems:
+        if taken[problem.category] < per_category:
+            taken[problem.category] += 1
+            out.append(problem)
+    return out
+
+
 def supervised_warm_start(
     model: transformers.PreTrainedModel,
     tokenizer: transformers.PreTrainedTokenizerBase,
@@ -65,13 +115,17 @@ def supervised_warm_start(
     seed: int = 0,
     progress: bool = True,
     warmup_steps: int = 0,
+    target: AccuracyTarget | None = None,
 ) -> dict[str, Any]:
     """Train `model` in place for `steps` AdamW steps on prompt+solution+EOS, cross-entropy on response tokens only.
 
     Batches walk a seeded permutation of `examples` (a new one each epoch). The loss is the mean over response
     tokens of the batch (transformers' shifted causal-LM loss). Gradients are clipped to norm 1. The lr rises
     linearly over `warmup_steps` (lr·k/warmup_steps at step k, 1-based), then stays constant.
-    Returns {'initial_loss', 'final_loss' (mean of the last 10 steps), 'losses', 'seconds', 'steps', 'examples'}.
+    target: after steps k·check_every and after step `steps`, measure the accuracy; stop once it is ≥ the target.
+    Returns {'initial_loss', 'final_loss' (mean of the last 10 steps), 'losses', 'seconds', 'steps' (the cap),
+    'steps_run', 'examples', 'checks' ([step, accuracy] of each check), 'heldout_accuracy' (the last check's, or
+    None without a target)}.
     """
     if warmup_steps < 0:
         raise ValueError(f"warmup_steps={warmup_steps} must be >= 0")
@@ -81,7 +135,7 @@ def supervised_warm_start(
     data = encode_examples(tokenizer, examples)
     gen = torch.Generator().manual_seed(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    order, cursor, losses = torch.randperm(len(data), generator=gen), 0, []
+    order, cursor, losses, checks = torch.randperm(len(data), generator=gen), 0, [], []
     for step in tqdm(range(1, steps + 1), desc="warm start", disable=not progress, leave=False):
         for group in opt.param_groups:
             group["lr"] = lr * min(1.0, step / warmup_steps) if warmup_steps > 0 else lr
@@ -99,6 +153,14 @@ def supervised_warm_start(
         losses.append(loss.item())
         if not math.isfinite(losses[-1]):
             raise FloatingPointError(f"warm-start loss became {losses[-1]} at step {len(losses)}; lower lr={lr}")
+        if target is not None and (step % target.check_every == 0 or step == steps):
+            checks.append([step, target.measure(model, tokenizer)])
+            if checks[-1][1] >= target.accuracy:
+                break
+    if target is not None and (not checks or checks[-1][1] < target.accuracy):
+        reached = f"{checks[-1][1]:.3f}" if checks else "nothing measured"
+        log.warning("warm start: held-out accuracy %s after the cap of %d steps, below target %g", reached, steps,
+                    target.accuracy)  # fmt: skip
     tail = losses[-10:]
     return {
         "initial_loss": losses[0] if losses else float("nan"),
@@ -106,7 +168,10 @@ def supervised_warm_start(
         "losses": losses,
         "seconds": time.perf_counter() - start,
         "steps": steps,
+        "steps_run": len(losses),
         "examples": len(examples),
+        "checks": checks,
+        "heldout_accuracy": checks[-1][1] if checks else None,
     }
 
 
@@ -149,11 +214,13 @@ def warm_start_cached(
     seed: int = 0,
     progress: bool = True,
     warmup_steps: int = 0,
+    target: AccuracyTarget | None = None,
 ) -> WarmStartResult:
     """Load the warm-started agent for `key` from `cache_dir`, or build, train and store it.
 
     `key` must describe everything `build_fn` and `examples_fn` depend on (arch, sizes, tokenizer kind and vocab,
-    task tiers and format, example count and seed, ...): it is the only thing hashed with the training settings.
+    task tiers, format and seeds, example count and seed, ...) and, with a `target`, everything its measure depends
+    on (target, check_every, the checked problems): it is the only thing hashed with the training settings.
     On a miss: (model, tokenizer) = build_fn(), supervised_warm_start on examples_fn(), then save_pretrained
     (safetensors) plus warm_start.json into cache_dir/<hash>/ atomically.
     """
@@ -165,7 +232,9 @@ def warm_start_cached(
         model, tokenizer = load_agent(path)
         return WarmStartResult(model, tokenizer, json.loads((path / meta_file).read_text())["stats"], True, path)
     model, tokenizer = build_fn()
-    stats = supervised_warm_start(model, tokenizer, examples_fn(), steps, batch_size, lr, seed, progress, warmup_steps)
+    stats = supervised_warm_start(
+        model, tokenizer, examples_fn(), steps, batch_size, lr, seed, progress, warmup_steps, target
+    )
     cache_dir.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=cache_dir))
     try:

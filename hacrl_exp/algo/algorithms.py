@@ -32,6 +32,10 @@ class Algorithm:
     """Cross rows carry HACPO's weight ρ · clip(s, L_u, 1)^α (§2.2, §2.3); Naive's GSPO objective gives them none."""
     rollout_multiplier: int = 1
     """G and updates per step are multiplied by this (GSPO×2, §3.2)."""
+    passes: int = 1
+    """Passes over the learner's batch per step: every mini-batch is run again in each pass, so the updates and the
+    rows trained multiply by it while the rollouts do not (update-matched GSPO: 2, the 4 updates and 256 row-visits
+    per step of a HACPO learner with one partner, on its own 128 rows)."""
     min_agents: int = 1
     token_level: bool = False
     """The objective reads per-token old log-probs and uses the GRPO clip range (§3.3)."""
@@ -46,6 +50,7 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("naive", gspo_objective_loss, shares_rollouts=True, capability_baseline=False, min_agents=2),
         Algorithm("gspo", gspo_objective_loss, shares_rollouts=False, capability_baseline=False),
         Algorithm("gspo_x2", gspo_objective_loss, False, False, rollout_multiplier=2),
+        Algorithm("gspo_update_matched", gspo_objective_loss, False, False, passes=2),
         Algorithm("grpo", grpo_objective, shares_rollouts=False, capability_baseline=False, token_level=True),
     )
 }

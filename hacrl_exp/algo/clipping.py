@@ -38,7 +38,7 @@ class MiniBatch:
 
 
 def minibatch_schedule(
-    block_sizes: Sequence[int], minibatch_size: int, restart_per_source: bool = False
+    block_sizes: Sequence[int], minibatch_size: int, restart_per_source: bool = False, passes: int = 1
 ) -> list[MiniBatch]:
     """Cut a self-first learner batch into mini-batches and give each its stepwise index u (spec §1.6).
 
@@ -47,8 +47,17 @@ def minibatch_schedule(
     restart_per_source (our extension for N > 2): u restarts at 0 at the first mini-batch of every
     cross block, so later sources do not meet an ever tighter bound; each block must then split
     into whole mini-batches.
+    passes: the schedule of one pass, repeated; pass p's mini-batches run the same rows with u + p·U, where U is
+    one pass's count of u (its largest u + 1), so a later pass is a later update: [0, 1] twice is u 0, 1, 2, 3.
     """
     check_positive_int("minibatch_size", minibatch_size)
+    check_positive_int("passes", passes)
+    one = _one_pass(block_sizes, minibatch_size, restart_per_source)
+    width = max((mb.u for mb in one), default=-1) + 1
+    return [MiniBatch(mb.start, mb.stop, mb.u + p * width) for p in range(passes) for mb in one]
+
+
+def _one_pass(block_sizes: Sequence[int], minibatch_size: int, restart_per_source: bool) -> list[MiniBatch]:
     if not block_sizes or any(isinstance(b, bool) or not isinstance(b, int) or b < 0 for b in block_sizes):
         raise ValueError(f"block_sizes={list(block_sizes)!r} must be a non-empty list of integers >= 0")
     if restart_per_source and any(b % minibatch_size for b in block_sizes):

@@ -65,6 +65,13 @@ class WarmStartConfig:
     lr: float = field(default=3e-3, metadata=rng(0, 1, low_open=True))
     warmup_steps: int = field(default=0, metadata=rng(0, 1_000_000))
     """Linear learning-rate warm-up steps (the GPT-2 BPE agent needs it at lr 6e-3)."""
+    target_accuracy: Optional[float] = field(default=None, metadata=rng(0, 1))
+    """Stop once the greedy held-out accuracy (mean over categories, on the first check_per_category held-out
+    problems of each) reaches this, checked every check_every steps; `steps` is the cap. null: run all steps."""
+    check_every: int = field(default=25, metadata=rng(1, 1_000_000))
+    """Warm-start steps between two checks of target_accuracy (and a check at the cap)."""
+    check_per_category: int = field(default=50, metadata=rng(1, 1_000_000))
+    """Held-out problems per category the target_accuracy check answers (a subset, for speed)."""
 
 
 @dataclass
@@ -128,7 +135,7 @@ class AgentsConfig:
 @dataclass
 class AlgorithmConfig:
     name: str = "hacpo"
-    """hacpo | naive | gspo | gspo_x2 | grpo (hacrl_exp.algo.ALGORITHMS)."""
+    """hacpo | naive | gspo | gspo_x2 | gspo_update_matched | grpo (hacrl_exp.algo.ALGORITHMS)."""
     alpha: float = field(default=1.0, metadata=rng(0, 100))
     """Exponential-IS α on every edge without its own (spec §2.3)."""
     delta: float = field(default=0.2, metadata=rng(0, 1, high_open=True))
@@ -163,7 +170,12 @@ class AlgorithmConfig:
 class TaskConfig:
     name: str = "arithmetic"
     """arithmetic (embedded, no download) | math (JSONL or HF dataset)."""
-    seed: int = field(default=0, metadata=rng(0, SEED_MAX))
+    seed: Optional[int] = field(default=None, metadata=rng(0, SEED_MAX))
+    """The data seed: the training prompts' order and draws, and the warm start's examples. null: the job's `seed`,
+    so seeds vary the data (resolved at validation, `resolve_task_seeds`); a value set here wins for every seed."""
+    heldout_seed: Optional[int] = field(default=None, metadata=rng(0, SEED_MAX))
+    """arithmetic: draws the held-out split and problems. null: task.seed when that is set, else 0, so by default
+    every seed is scored on the same held-out problems."""
     tiers: List[str] = field(default_factory=lambda: ["add3", "add4", "mul31", "mul41"])
     """arithmetic: difficulty tiers (add2 add3 add4 mul21 mul31 mul41)."""
     scratchpad: bool = True

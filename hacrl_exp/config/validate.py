@@ -51,6 +51,27 @@ def validate_schema(cfg: DictConfig | dict) -> Config:
     _check_choices(config)
     _check_semantics(config)
     _check_gpu(config)
+    return resolve_task_seeds(config)
+
+
+def resolve_task_seeds(config: Config) -> Config:
+    """Fill task.seed and task.heldout_seed with the values the run uses (in place; idempotent).
+
+    task.seed null → the job's `seed`: the training stream, its sampling and the warm start all vary with the seed.
+    task.heldout_seed null → task.seed when the user set it (what task.seed alone always drew), else 0: the held-out
+    problems stay fixed across seeds unless asked. The math task's held-out set is its eval_file: its held-out seed
+    stays null.
+    """
+    task = config.task
+    if task.name == "math" and task.heldout_seed is not None:
+        raise ConfigError(
+            f"task.heldout_seed={task.heldout_seed} draws held-out problems of a generated task; task=math is scored "
+            f"on task.eval_file. Drop the override"
+        )
+    if task.heldout_seed is None and task.name != "math":
+        task.heldout_seed = task.seed if task.seed is not None else 0
+    if task.seed is None:
+        task.seed = config.seed
     return config
 
 

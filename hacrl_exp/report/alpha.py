@@ -1,13 +1,25 @@
 """α response curves from the Optuna studies of an α sweep (hacrl_exp.sweep: one study per directed edge,
-named `<sweep>/<learner><-<source>`, parameter `alpha`, objective = the learner's final held-out metric)."""
+named `<sweep>/<learner><-<source>`, parameter `alpha`, objective = the learner's final held-out metric).
+
+An edge's best α is named only when its COMPLETE trials separate beyond their noise, by the sweep's own rule
+(hacrl_exp.evaluation.separation): else the best-α table says "no best α" and gives the spread."""
 
 from __future__ import annotations
+
+import math
 
 import pandas as pd
 
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.evaluation.separation import separate_best
 
-COLUMNS = ["sweep", "study", "learner", "source", "trial", "state", "alpha", "value", "metric", "direction"]
+COLUMNS = [
+    "sweep", "study", "learner", "source", "trial", "state", "alpha", "value", "metric", "direction", "heldout_problems"
+]  # fmt: skip
+BEST_COLUMNS = [
+    "study", "learner", "source", "alpha", "value", "trials", "complete", "spread", "gap", "noise", "verdict"
+]  # fmt: skip
+NO_BEST = "no best α"
 
 
 def split_study_name(name: str) -> tuple[str, str, str]:
@@ -39,7 +51,8 @@ def load_alpha_trials(storage: str, sweeps: list[str] | None = None, param: str 
             value = trial.value if trial.value is not None else (trial.intermediate_values or {}).get(trial.last_step)
             rows.append(
                 (sweep, name, learner, source, trial.number, trial.state.name, trial.params[param], value,
-                 attrs.get("metric", "objective"), study.direction.name.lower())
+                 attrs.get("metric", "objective"), study.direction.name.lower(),
+                 trial.user_attrs.get("heldout_problems"))
             )  # fmt: skip
     frame = pd.DataFrame(rows, columns=COLUMNS)
     if sweeps and frame.empty:
@@ -48,12 +61,25 @@ def load_alpha_trials(storage: str, sweeps: list[str] | None = None, param: str 
 
 
 def best_alpha(trials: pd.DataFrame) -> pd.DataFrame:
-    """Per edge study: the COMPLETE trial with the best objective (in the study's direction), and its trial count."""
+    """Per edge study, the verdict on its COMPLETE trials (hacrl_exp.evaluation.separation):
+    alpha, value  the winner's α and value; α is NaN when the trials do not separate (value: the top trial's)
+    trials        trials of the study in any state; complete: the COMPLETE ones behind the verdict
+    spread        max − min of their values; gap: top − runner-up; noise: one standard error of the gap
+    verdict       "best α", or "no best α: <reason>"
+    """
     done = trials[trials["state"] == "COMPLETE"].dropna(subset=["value"])
     if done.empty:
-        return pd.DataFrame(columns=["study", "learner", "source", "alpha", "value", "trials"])
-    signed = done["value"].where(done["direction"] != "minimize", -done["value"])
-    best_index = signed.groupby(done["study"]).idxmax()
-    best = done.loc[best_index, ["study", "learner", "source", "alpha", "value"]]
-    counts = trials.groupby("study")["trial"].count().rename("trials")
-    return best.join(counts, on="study").reset_index(drop=True)
+        return pd.DataFrame(columns=BEST_COLUMNS)
+    counts = trials.groupby("study")["trial"].count()
+    rows = []
+    for study, part in done.groupby("study", sort=True):
+        part = part.sort_values("trial")
+        problems = part["heldout_problems"].dropna() if "heldout_problems" in part else pd.Series(dtype=float)
+        found = separate_best(part["value"].tolist(), problems.iloc[0] if len(problems) else None,
+                              part["direction"].iloc[0] != "minimize")  # fmt: skip
+        top = part.iloc[found.top]
+        alpha = float(top["alpha"]) if found.separated else math.nan
+        verdict = "best α" if found.separated else f"{NO_BEST}: {found.reason()}"
+        rows.append((study, top["learner"], top["source"], alpha, float(top["value"]), int(counts[study]), len(part),
+                     found.spread, found.gap, found.noise, verdict))  # fmt: skip
+    return pd.DataFrame(rows, columns=BEST_COLUMNS)

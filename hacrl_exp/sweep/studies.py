@@ -2,8 +2,13 @@
 
 The studies are named `<study_name>/<learner><-<source>` and share one storage. A sweep trial asks every edge
 study for its α, runs one training job with all of them, and tells each study its learner's final held-out
-metric (or PRUNED with the last reported value). The study's user attributes carry what the job needs to report
-to it (learner, metric, pruner), so a job needs only the storage URL, the study names and its trial numbers.
+metric (or PRUNED with the last reported value) and, as the trial's user attribute `heldout_problems`, the number
+of held-out problems behind it. The study's user attributes carry what the job needs to report to it (learner,
+metric, pruner), so a job needs only the storage URL, the study names and its trial numbers.
+
+An edge has a best α only when its COMPLETE trials separate beyond their noise (hacrl_exp.evaluation.separation:
+the top trial ahead of the runner-up by more than one binomial standard error); else the sweep says "no best α"
+with the spread, and best_alpha/<study>.yaml sets no α for that edge (and is not written while no edge separates).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from omegaconf import OmegaConf
 from optuna.trial import FrozenTrial, TrialState
 
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.evaluation.separation import Separation, effective_problems, separate_best
 from hacrl_exp.graph import Edge
 from hacrl_exp.paths import replace_atomic
 from hacrl_exp.sweep.settings import SweepSettings, make_pruner
@@ -123,9 +129,11 @@ class EdgeStudies:
             for edge, trial in asked.trials.items():
                 self.studies[edge].tell(trial, state=TrialState.FAIL)
             return "FAIL"
+        problems = effective_problems(summary.get("heldout_problems", {}), self.settings.metric)
         for edge, trial in asked.trials.items():
             trial.set_user_attr("output_dir", summary["output_dir"])
             trial.set_user_attr("mlflow_run_id", summary["run_ids"].get("", ""))
+            trial.set_user_attr("heldout_problems", problems)
             if summary["stopped_early"] is not None:
                 self.studies[edge].tell(trial, state=TrialState.PRUNED)
             else:
@@ -142,49 +150,79 @@ class EdgeStudies:
                     trial.set_user_attr("interrupted", True)
                     self.studies[edge].tell(trial, state=TrialState.FAIL)
 
-    def best(self) -> dict[Edge, FrozenTrial | None]:
-        """The best COMPLETE trial of each edge study (None while it has none; of tied trials, the first)."""
+    def separations(self) -> dict[Edge, tuple[list[FrozenTrial], Separation]]:
+        """Each edge study's COMPLETE trials and whether they separate (hacrl_exp.evaluation.separation)."""
         out = {}
         for edge, study in self.studies.items():
-            complete = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            out[edge] = study.best_trial if complete else None
+            done = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            problems = next((t.user_attrs["heldout_problems"] for t in done if t.user_attrs.get("heldout_problems")), 0)
+            maximize = self.settings.direction == "maximize"
+            out[edge] = done, separate_best([t.value for t in done], problems, maximize)
         return out
 
+    def best(self) -> dict[Edge, FrozenTrial | None]:
+        """Each edge study's winning COMPLETE trial; None while its trials do not separate (or it has none)."""
+        return {e: None if s.best is None else done[s.best] for e, (done, s) in self.separations().items()}
+
     def write_best(self) -> Path | None:
-        """Write best_alpha/<study>.yaml under the output folder, atomically; a Hydra config a later run includes."""
-        best = {e: t for e, t in self.best().items() if t is not None}
-        if not best:
-            return None
+        """Write best_alpha/<study>.yaml under the output folder, atomically, once any edge's trials separate: a
+        Hydra config a later run includes. It sets α only for the edges whose trials separate; the others are named
+        in its header with "no best α" and keep the run's α. While no edge separates there is no file (one written
+        after an earlier trial is removed, so no stale α is included) and it returns None."""
+        found = {e: v for e, v in self.separations().items() if v[0]}
         name, folder = self.settings.study_name, self.settings.output_dir
+        path = folder / "best_alpha" / f"{name}.yaml"
+        if not any(separation.separated for _, separation in found.values()):
+            path.unlink(missing_ok=True)
+            return None
         members: dict = {}
-        for edge, trial in best.items():
-            members.setdefault(edge.learner, {"alpha_from": {}})["alpha_from"][edge.source] = trial.params["alpha"]
+        for edge, (done, separation) in found.items():
+            if separation.best is not None:
+                alpha = done[separation.best].params["alpha"]
+                members.setdefault(edge.learner, {"alpha_from": {}})["alpha_from"][edge.source] = alpha
         header = [
             "# @package _global_",
             f"# Best α per edge of the Optuna study {name!r} ({self.settings.storage}).",
-            f"# Each edge's α is that of the trial where its learner scored the best final {self.settings.metric};",
-            "# the edges were tuned independently. Include it in a run with:",
+            f"# An edge's α is that of the trial where its learner scored the best final {self.settings.metric}, when",
+            "# that trial is ahead of the runner-up by more than one binomial standard error; the edges were tuned",
+            "# independently. Include it in a run with:",
             f"#   python -m hacrl_exp.run --config-dir {folder} +best_alpha={name}",
-            *(
-                f"#   {edge_name(e)}: α={t.params['alpha']:.4g}, {t.value:.4f} (trial {t.number})"
-                for e, t in best.items()
-            ),
+            *(f"#   {edge_name(e)}: {verdict(done, s)}" for e, (done, s) in found.items()),
         ]
         body = OmegaConf.to_yaml({"agents": {"members": members}})
-        path = folder / "best_alpha" / f"{name}.yaml"
         path.parent.mkdir(parents=True, exist_ok=True)
         replace_atomic(path, lambda tmp: tmp.write_text("\n".join(header) + "\n" + body))  # a regular file only
         return path
 
     def table(self) -> str:
-        """Best α per edge with its value and the state counts of each edge study."""
-        rows = [f"{'edge':<28} {'best α':>8} {self.settings.metric:>14} {'trial':>6}  complete/pruned/failed"]
-        for edge, trial in self.best().items():
+        """Per edge: the best α with its value and trial, or "none"; the spread of its COMPLETE trials' values, how
+        many there are (the trials behind the verdict), and the state counts of its study."""
+        head = f"{'edge':<28} {'best α':>8} {self.settings.metric:>14} {'trial':>6} {'spread':>7} {'n':>3}"
+        rows = [head + "  complete/pruned/failed"]
+        for edge, (done, separation) in self.separations().items():
             counts = [len(self.studies[edge].get_trials(deepcopy=False, states=(s,))) for s in COUNTED]
             states = "/".join(str(c) for c in counts)
-            if trial is None:
-                rows.append(f"{edge_name(edge):<28} {'-':>8} {'-':>14} {'-':>6}  {states}")
+            spread = "-" if not done else f"{separation.spread:.4f}"
+            if separation.best is None:
+                top = "-" if separation.top is None else f"{done[separation.top].value:.4f}"
+                line = f"{edge_name(edge):<28} {'none':>8} {top:>14} {'-':>6} {spread:>7} {len(done):>3}  {states}"
+                rows.append(line + (f"  no best α: {separation.reason()}" if done else ""))
             else:
+                trial = done[separation.best]
                 alpha, value = trial.params["alpha"], trial.value
-                rows.append(f"{edge_name(edge):<28} {alpha:>8.4g} {value:>14.4f} {trial.number:>6}  {states}")
+                rows.append(
+                    f"{edge_name(edge):<28} {alpha:>8.4g} {value:>14.4f} {trial.number:>6} {spread:>7} {len(done):>3}"
+                    f"  {states}"
+                )
         return "\n".join(rows)
+
+
+def verdict(done: list[FrozenTrial], separation: Separation) -> str:
+    """'α=1.5, 0.4200 (trial 3; +0.0300 over the runner-up, noise 0.0150)' or 'no best α (…, spread …)'."""
+    if separation.best is None:
+        return f"no best α ({separation.reason()}; spread {separation.spread:.4f} over {separation.trials} trials)"
+    trial = done[separation.best]
+    return (
+        f"α={trial.params['alpha']:.4g}, {trial.value:.4f} (trial {trial.number}; {separation.gap:+.4f} over the "
+        f"runner-up, noise {separation.noise:.4f}, {separation.trials} trials)"
+    )

@@ -9,11 +9,12 @@ __all__ = ["Grade", "Problem", "Task", "build_task"]
 
 
 def build_task(cfg: TaskConfig) -> Task:
-    """The task named by cfg.name, built from its config fields."""
+    """The task named by cfg.name, built from its config fields. task.seed and task.heldout_seed are the values
+    `hacrl_exp.config.validate.resolve_task_seeds` filled in; an unresolved seed (a TaskConfig built by hand) is 0."""
     if cfg.name == "arithmetic":
         from hacrl_exp.tasks.arithmetic import ArithmeticTask
 
-        return ArithmeticTask(cfg.tiers, cfg.scratchpad, cfg.eval_per_tier, cfg.seed)
+        return ArithmeticTask(cfg.tiers, cfg.scratchpad, cfg.eval_per_tier, cfg.seed or 0, cfg.heldout_seed)
     if cfg.name == "math":
         return _math_task(cfg)
     raise ValueError(f"task.name={cfg.name!r} is unknown; choose arithmetic or math")
@@ -42,7 +43,7 @@ def _math_task(cfg: TaskConfig) -> Task:
     return MathTask(
         train,
         evaluation,
-        seed=cfg.seed,
+        seed=cfg.seed or 0,
         eval_limit=cfg.eval_limit,
         bad_rows=cfg.bad_rows,
         data_dir=cfg.data_dir,

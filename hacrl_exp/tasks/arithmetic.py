@@ -9,6 +9,10 @@ shared/docs/embedded-task-notes.md, "Third round".
 Held-out split: a problem is held out iff a seeded integer hash of its operands falls in a 1/5 slice. Training,
 warm-start and tokenizer-corpus draws reject held-out problems and the eval set takes only held-out ones, so the two
 are exactly disjoint, even for the small multiplication tiers (mul31 has only 7,200 problems).
+
+Two seeds: `seed` draws the training stream, the warm-start examples and the tokenizer corpus; `heldout_seed`
+(default: `seed`) draws the split and the held-out problems. A job passes its own seed as `seed` and keeps
+`heldout_seed` fixed (hacrl_exp.config.validate.resolve_task_seeds), so seeds vary the data, not the test.
 """
 
 from __future__ import annotations
@@ -106,6 +110,7 @@ class ArithmeticTask:
         scratchpad: bool = True,
         eval_per_tier: int = 100,
         seed: int = 0,
+        heldout_seed: int | None = None,
     ) -> None:
         tiers = tuple(tiers)
         unknown = [t for t in tiers if t not in TIERS]
@@ -116,6 +121,7 @@ class ArithmeticTask:
         if eval_per_tier < 1:
             raise ValueError(f"eval_per_tier={eval_per_tier} must be >= 1")
         self.tiers, self.scratchpad, self.eval_per_tier, self.seed = tiers, bool(scratchpad), int(eval_per_tier), seed
+        self.heldout_seed = seed if heldout_seed is None else heldout_seed
         self._eval: list[Problem] | None = None
         self.grader = Grader()  # the `exact` rule never starts math-verify workers
 
@@ -145,7 +151,7 @@ class ArithmeticTask:
             k = n - len(a) + 8
             ca = rng.integers(t.a_range[0], t.a_range[1] + 1, size=k)
             cb = rng.integers(t.b_range[0], t.b_range[1] + 1, size=k)
-            keep = ~_held_out(ca, cb, self.seed)
+            keep = ~_held_out(ca, cb, self.heldout_seed)
             a, b = np.concatenate([a, ca[keep]]), np.concatenate([b, cb[keep]])
         return list(zip(a[:n].tolist(), b[:n].tolist()))
 
@@ -164,7 +170,8 @@ class ArithmeticTask:
         return out
 
     def train_problems(self, step: int, n: int) -> list[Problem]:
-        """The n prompts of training step `step`: a pure function of (seed, step, n); never an eval problem."""
+        """The n prompts of training step `step`: a pure function of (seed, heldout_seed, step, n); never an eval
+        problem."""
         if step < 0 or n < 0:
             raise ValueError(f"step={step}, n={n} must be >= 0")
         return self._sample(np.random.default_rng([self.seed, _TRAIN, step]), n, f"train/{step}")
@@ -178,18 +185,19 @@ class ArithmeticTask:
         return [p.prompt + p.solution for p in self._sample(np.random.default_rng([self.seed, _TEXTS, seed]), n, "t")]
 
     def eval_problems(self) -> list[Problem]:
-        """The fixed held-out set: eval_per_tier distinct held-out problems per tier, tier by tier in order."""
+        """The fixed held-out set: eval_per_tier distinct held-out problems per tier, tier by tier in order; a pure
+        function of heldout_seed."""
         if self._eval is None:
             self._eval = [p for j, tier in enumerate(self.tiers) for p in self._eval_tier(j, tier)]
         return list(self._eval)
 
     def _eval_tier(self, j: int, tier: str) -> list[Problem]:
         t = TIERS[tier]
-        rng = np.random.default_rng([self.seed, _EVAL, j + 1])
+        rng = np.random.default_rng([self.heldout_seed, _EVAL, j + 1])
         (a0, a1), (b0, b1) = t.a_range, t.b_range
         if (a1 - a0 + 1) * (b1 - b0 + 1) <= _MAX_ENUMERATE:  # small space: choose without replacement
             a, b = (g.ravel() for g in np.meshgrid(np.arange(a0, a1 + 1), np.arange(b0, b1 + 1), indexing="ij"))
-            mask = _held_out(a, b, self.seed)
+            mask = _held_out(a, b, self.heldout_seed)
             a, b = a[mask], b[mask]
             if len(a) < self.eval_per_tier:
                 raise ValueError(
@@ -202,7 +210,7 @@ class ArithmeticTask:
             while len(seen) < self.eval_per_tier:
                 ca = rng.integers(a0, a1 + 1, size=4 * HELD_OUT_MODULUS * self.eval_per_tier)
                 cb = rng.integers(b0, b1 + 1, size=len(ca))
-                keep = _held_out(ca, cb, self.seed)
+                keep = _held_out(ca, cb, self.heldout_seed)
                 for pair in zip(ca[keep].tolist(), cb[keep].tolist()):
                     seen.setdefault(pair)
             pairs = list(seen)[: self.eval_per_tier]

@@ -4,8 +4,9 @@ Pure functions of the resolved config and the job's Hydra overrides (docs/tracki
 `<method>-<agents>-s<seed>`, then the overrides that set anything else, or a digest of them when they are long
 (`hacpo-opt_char+gpt2_bpe-s0`, `gspo-opt_char+gpt2_bpe-s0-trainer.steps=20`, `hacpo-…-s1-3f9a1c`;
 `tracking.run_name` overrides it); each child run is `<parent name>/<agent>`; every run carries the tags method, seed,
-agents, task, grid, job, config (the name without the seed: the unit to average seeds over) and overrides. Params
-hold only the settings that apply to the run (`applicable_params`); the full resolved config is `config.json`.
+data_seed, heldout_seed, agents, task, grid, job, config (the name without the seed: the unit to average seeds over)
+and overrides. Params hold only the settings that apply to the run (`applicable_params`); the full resolved config is
+`config.json`.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ EXPERIMENT_NOTE = (
 )
 MECHANISMS = ("capability_advantage", "omega", "exponential_is", "stepwise", "clip")
 _TASK_KEYS = {
-    "arithmetic": {"name", "seed", "tiers", "scratchpad", "eval_per_tier"},
+    "arithmetic": {"name", "seed", "heldout_seed", "tiers", "scratchpad", "eval_per_tier"},
     "math": {"name", "seed", "data_dir", "train_file", "eval_file", "hf_train", "eval_limit", "grader_timeout_s",
              "grader_workers", "reward", "grader_forms", "bad_rows", "max_prompt_tokens"},
 }  # fmt: skip
@@ -109,10 +110,13 @@ def model_name(job: str, agent: str) -> str:
 def run_tags(
     config: Config, grid: str | None = None, overrides: list[str] | None = None, config_dirs: list[str] = ()
 ) -> dict[str, str]:
-    """Tags of every run of the job: tracking.tags, then method, seed, agents ('+'-joined), task, grid, job (the
-    parent's name), config (`config_name`), and, for a Hydra job, overrides (space-joined, as given) and command
-    (`job_command`).
+    """Tags of every run of the job: tracking.tags, then method, seed, data_seed, heldout_seed, agents ('+'-joined),
+    task, grid, job (the parent's name), config (`config_name`), and, for a Hydra job, overrides (space-joined, as
+    given) and command (`job_command`).
 
+    data_seed and heldout_seed are the seeds the task's data came from (task.seed and task.heldout_seed as validation
+    resolved them: by default the job's seed and 0), so a report can say what its seeds varied; 'none' where the
+    task has no such seed (math's held-out set is a file).
     grid: the experiment preset or multirun name; tracking.tags.grid (set by presets such as paper_table1_tiny) wins,
     else `grid`, else 'none'. overrides, config_dirs: the job's Hydra overrides and --config-dir folders
     (`hydra_overrides`); overrides None outside Hydra."""
@@ -121,6 +125,8 @@ def run_tags(
         "method": method_name(config),
         "algorithm": config.algorithm.name,
         "seed": str(config.seed),
+        "data_seed": "none" if config.task.seed is None else str(config.task.seed),
+        "heldout_seed": "none" if config.task.heldout_seed is None else str(config.task.heldout_seed),
         "agents": "+".join(config.agents.members),
         "task": config.task.name,
         "grid": config.tracking.tags.get("grid") or grid or "none",

@@ -64,6 +64,10 @@ class Executor:
         """Phases 4–7 on each learner k in `sources` (`AgentWorker.learn(shared rollouts, ρ_k)`): metrics, seconds."""
         return self.call("learn", sources)
 
+    def take_costs(self) -> list[dict[str, float]]:
+        """Every agent's costs since the last take (`AgentWorker.take_costs`, trainer/costs.py), in agent order."""
+        return self.call_all("take_costs")
+
     def evaluate(self, problems: Sequence[Problem], max_new_tokens: int) -> list[tuple[list[dict], dict[str, float]]]:
         """Every agent's greedy records and benchmark metrics (`AgentWorker.evaluate`), in agent order."""
         return self.call_all("evaluate", problems, max_new_tokens)

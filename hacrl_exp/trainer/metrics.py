@@ -110,6 +110,6 @@ def progress_text(names: list[str], pool: dict, capability: CapabilityTracker, s
 
 
 def is_timing_key(key: str) -> bool:
-    """A wall-clock metric (`time/*`, or any key in seconds, `*_s`): the one kind that differs between two runs of
-    the same config, so comparisons of runs skip it."""
-    return key.startswith("time/") or key.endswith("_s")
+    """A measured time (`time/*`, or any key in seconds, `*_s`, `*_seconds` such as cost/process_seconds): the one
+    kind that differs between two runs of the same config, so comparisons of runs skip it."""
+    return key.startswith("time/") or key.endswith(("_s", "_seconds"))

@@ -43,6 +43,8 @@ class LearnerParams:
     max_grad_norm: float
     skip_zero_advantage: bool = True
     """Rows with A = 0 and no KL term are not run through the model (their gradient is 0)."""
+    passes: int = 1
+    """Passes over the batch per step (`Algorithm.passes`): each runs every mini-batch again, u continuing."""
 
 
 def learner_params(config: Config, graph: AgentGraph | None = None) -> dict[int, LearnerParams]:
@@ -81,5 +83,6 @@ def learner_params(config: Config, graph: AgentGraph | None = None) -> dict[int,
             kl_coef=algo.kl_coef,
             kl_aggregation=algo.kl_aggregation,
             max_grad_norm=trainer.max_grad_norm,
+            passes=algorithm.passes,
         )
     return out

@@ -72,10 +72,17 @@ def config_params(config: Config) -> dict:
     return redact_secrets(json.loads(json.dumps(asdict(config))))
 
 
-AGENT_DEFAULTS = {"world_size": "1", "fsdp.offload": "False"}
-"""Sharding keys of an agent that are left out of the comparison at these values, so a checkpoint written before
-they existed still resumes. Another value changes the checkpoint's layout (optim/<name>.dcp), so it must stay."""
-ADDED_DEFAULTS = {"rollout.sample_stream": "agent", "task.grader_forms": "requested"}
+AGENT_DEFAULTS = {
+    "world_size": "1",
+    "fsdp.offload": "False",
+    "warm_start.target_accuracy": "None",
+    "warm_start.check_every": "25",
+    "warm_start.check_per_category": "50",
+}
+"""Keys of an agent that are left out of the comparison at these values, so a checkpoint written before they existed
+still resumes. Another value changes what was trained (a warm start stopped at a target accuracy) or the checkpoint's
+layout (optim/<name>.dcp, sharding), so it must stay."""
+ADDED_DEFAULTS = {"rollout.sample_stream": "agent", "task.heldout_seed": "0", "task.grader_forms": "requested"}
 """Keys added after checkpoints were written, left out of the comparison at the value that behaves as before they
 existed, so those checkpoints still resume. Another value changes what is sampled, so it must stay."""
 

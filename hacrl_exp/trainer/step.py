@@ -6,14 +6,15 @@
 2 EXCHANGE    a source's text re-tokenised for the learner (§1.3), placed under the learner's own prompt, keeping
               the source's old mean log-prob (§1.2) and the edge's ρ(j→k) and α
 3 ADVANTAGES  over the joint group with baseline weights 1/ρ (§2.1), or over its own group (GSPO, GRPO)
-4 SCHEDULE    mini-batches in block order; update u bounds cross ratios below by L_u (§1.6, §2.4)
+4 SCHEDULE    mini-batches in block order, once per pass; update u bounds cross ratios below by L_u (§1.6, §2.4)
 5 LOSS        the algorithm's objective on each micro-batch, plus KL on self rows; gradients accumulate
 6 STEP        gradient-norm clip and optimizer step, skipped when anything is non-finite
 7 METRICS     train/* and cross/* of docs/metrics.md
 
 A row whose advantage is exactly 0 (a group with all-equal rewards) has J = 0 and ∂J/∂θ = 0 in every objective,
 so it is not run through the model unless it carries a KL term; the loss still divides by the whole mini-batch,
-so the gradient is unchanged. Ratio statistics are over the rows that were run.
+so the gradient is unchanged. Ratio statistics are over the rows that were run (in the last pass, when the algorithm
+makes several). What the update costs (rows, tokens, optimizer steps) is added to the worker's `CostMeter`.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from hacrl_exp.algo import (
 )
 from hacrl_exp.faults import crash_point
 from hacrl_exp.trainer.batching import length_bucketed, micro_batches
+from hacrl_exp.trainer.costs import CostMeter
 from hacrl_exp.trainer.params import LearnerParams
 from hacrl_exp.trainer.rollouts import SharedRollouts, SourceRollouts
 
@@ -139,17 +141,21 @@ def build_batch(
     )
 
 
-def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list[str]) -> dict[str, float]:
-    """Phases 4–7: every optimizer update of this learner for the step; returns its metrics."""
+def update(
+    agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list[str], cost: CostMeter | None = None
+) -> dict[str, float]:
+    """Phases 4–7: every optimizer update of this learner for the step; returns its metrics and adds its costs to
+    `cost` (the worker's meter)."""
+    cost = cost or CostMeter()
     # 4 SCHEDULE
-    schedule = minibatch_schedule(batch.block_sizes, params.minibatch_size, params.restart_u_per_source)
+    schedule = minibatch_schedule(batch.block_sizes, params.minibatch_size, params.restart_u_per_source, params.passes)
     run_rows = torch.ones(len(batch), dtype=torch.bool)
     if params.skip_zero_advantage:
         run_rows = (batch.advantages != 0) | (batch.is_self & (params.kl_coef > 0))
     ratios = torch.full((len(batch),), math.nan, dtype=torch.float64)  # NaN: row not run
     weights = torch.full((len(batch),), math.nan, dtype=torch.float64)
     in_window = torch.zeros(len(batch), dtype=torch.bool)
-    trainable = [p for group in agent.optimizer.param_groups for p in group["params"]]  # i25: float32 masters
+    trainable = [p for group in agent.optimizer.param_groups for p in group["params"]]  # float32 masters, if any
     clamp = params.objective_params.log_ratio_clamp
     stats: dict[str, list[float]] = defaultdict(list)
     skipped = empty = 0
@@ -163,7 +169,7 @@ def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list
         finite = True  # NaN/inf in new or old log-probs or the loss (the clamps would hide an inf ratio)
         # 5 LOSS
         run = torch.arange(mb.start, mb.stop)[run_rows[mb.start : mb.stop]]
-        for rows in micro_batches(run, batch.lengths, params.micro_batch_size, length_bucketed(agent.model)):  # i25
+        for rows in micro_batches(run, batch.lengths, params.micro_batch_size, length_bucketed(agent.model)):
             prompt_ids, response_ids = [batch.prompt_ids[r] for r in rows], [batch.response_ids[r] for r in rows]
             logp, mask = response_logprobs(agent.model, prompt_ids, response_ids, agent.pad_id, batch.temperature)
             adv, is_self, old_mean, rho, alpha = batch.on_device(rows, logp.device)  # the one move to the device
@@ -194,6 +200,7 @@ def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list
                 mb_kl += float(kl.detach())
             finite = finite and all(bool(torch.isfinite(x).all()) for x in (logp[mask > 0], old_mean, log_s, loss))
             loss.backward()
+            cost.trained(prompt_ids, response_ids)
             mb_loss += float(loss.detach())
             # what the objective applied, as it applied it (logged = applied: no formula is recomputed here)
             ratios[rows] = s.detach().cpu()
@@ -209,6 +216,7 @@ def update(agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list
         grad_norm = torch.nn.utils.clip_grad_norm_(trainable, params.max_grad_norm)
         if finite and torch.isfinite(grad_norm):
             agent.optimizer.step()
+            cost.stepped()
             stats["train/grad_norm"].append(float(grad_norm))
             crash_point("update")  # fault-injection hook (hacrl_exp.faults): a kill between optimizer steps
         else:

@@ -39,6 +39,7 @@ from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.base import Problem, Task
 from hacrl_exp.trainer import step
 from hacrl_exp.trainer.checkpoint import load_agent_state, save_agent_state
+from hacrl_exp.trainer.costs import CostMeter
 from hacrl_exp.trainer.heldout import BenchmarkEvaluation, greedy_answers
 from hacrl_exp.trainer.params import learner_params
 from hacrl_exp.trainer.rollouts import SharedRollouts, SourceRollouts, collect_rollouts
@@ -118,6 +119,7 @@ class AgentWorker:
             torch.manual_seed(stream_seed(config.seed, index))
             self.rng = self._rng_state()
         self._own: SourceRollouts | None = None
+        self.cost = CostMeter()  # what rollout and learn cost since the loop last took it (trainer/costs.py)
 
     def ready(self) -> str:
         """The agent's name, once it is built (lets the Ray executor surface build errors at start)."""
@@ -164,11 +166,13 @@ class AgentWorker:
         other agents see and the seconds of each phase."""
         times = dict.fromkeys(("generate", "reward", "score_own"), 0.0)
         score_batch = self.config.trainer.micro_batch_size
-        with self._own_rng(), self._gathered():
-            self._own = collect_rollouts(
+        with self.cost.process_time(), self._own_rng(), self._gathered():
+            self._own = own = collect_rollouts(
                 self.agent, self.index, problems, group, self.sampling, self.task, score_batch, times, self.score
             )
-        return self._own.shared(), times
+        self.cost.generated(own.response_ids)
+        self.cost.scored(own.prompt_ids, own.response_ids, models=1 + (self.agent.reference is not None))
+        return own.shared(), times
 
     def learn(
         self, sources: dict[int, SharedRollouts], loss_weight: torch.Tensor
@@ -181,12 +185,21 @@ class AgentWorker:
         if self._own is None or self.params is None:
             raise RuntimeError(f"{self.agent.name}: learn before rollout in this step, or a frozen agent")
         started = time.perf_counter()
-        batch = step.build_batch(self._own, sources, loss_weight, self.agent.tokenizer, self.params)
-        built = time.perf_counter()
-        with self._own_rng():
-            metrics = step.update(self.agent, batch, self.params, self.names)
+        with self.cost.process_time():
+            batch = step.build_batch(self._own, sources, loss_weight, self.agent.tokenizer, self.params)
+            built = time.perf_counter()
+            with self._own_rng():
+                metrics = step.update(self.agent, batch, self.params, self.names, self.cost)
         metrics.update(memory_metrics([self.agent])[self.agent.name])  # per agent: weights+optimizer MiB, GPU peak
         return metrics, {"build_batch": built - started, "update": time.perf_counter() - built}
+
+    def warm_start_metrics(self) -> dict[str, float]:
+        """The agent's warm_start/* metrics (steps run, held-out accuracy reached; agents.factory), {} without."""
+        return dict(self.agent.warm_start)
+
+    def take_costs(self) -> dict[str, float]:
+        """What this agent's rollout and learn calls cost since the last take (`CostMeter.take`), then zero."""
+        return self.cost.take()
 
     def evaluate(self, problems: Sequence[Problem], max_new_tokens: int) -> tuple[list[dict], dict[str, float]]:
         """Greedy answers to the held-out problems, one record per problem, and trainer.eval_benchmarks metrics."""

@@ -105,7 +105,11 @@ class HacrlOptunaSweeper(Sweeper):
         print(f"\nstudy {settings.study_name}: best α per edge ({settings.storage})\n{studies.table()}")
         if path is not None:
             include = f"--config-dir {path.parent.parent} +best_alpha={settings.study_name}"
-            print(f"wrote {path}\ninclude it: python -m hacrl_exp.run {include}")
+            found = sum(trial is not None for trial in studies.best().values())
+            print(f"wrote {path} (α for {found} of {len(studies.studies)} edges)")
+            print(f"include it: python -m hacrl_exp.run {include}")
+        else:
+            print(f"no best α on any edge: no best_alpha/{settings.study_name}.yaml written")
         return returns
 
     def _trials(self, studies, arguments: list[str]) -> list:

@@ -1,8 +1,10 @@
-"""Tiny agents: tokenizer round trips, model builds for each arch, warm start and its cache."""
+"""Tiny agents: tokenizer round trips, model builds for each arch, warm start (to a step count or a target held-out
+accuracy) and its cache."""
 
 from __future__ import annotations
 
 import time
+from functools import partial
 
 import pytest
 import torch
@@ -10,15 +12,22 @@ import transformers
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from hacrl_exp.agents.factory import warm_started_tiny_model
 from hacrl_exp.agents.tiny import ARCHS, build_tiny_model, build_tokenizer
 from hacrl_exp.agents.warmstart import (
     IGNORE_INDEX,
+    AccuracyTarget,
     cache_key,
+    check_subset,
     collate_right_padded,
+    greedy_accuracy,
     supervised_warm_start,
     warm_start_cached,
 )
+from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.arithmetic import ALPHABET, ArithmeticTask
+from hacrl_exp.trainer.validate import preflight
+from tests.e2e.tiny import tiny_overrides
 
 TASK = ArithmeticTask(eval_per_tier=10)
 TOKENIZERS = {
@@ -172,3 +181,52 @@ def test_cache_key_changes_with_every_setting():
         cache_key(key, 300, 64, 3e-3, 0, warmup_steps=30),
     ]
     assert len({base, *variants}) == len(variants) + 1
+
+
+ADD2 = ArithmeticTask(tiers=["add2"], eval_per_tier=20)
+
+
+def target_run(target: float | None, steps: int, check_every: int = 20) -> tuple[dict, transformers.PreTrainedModel]:
+    """A char OPT agent warm-started on add2 (lr 1e-2: ~0.3 held-out accuracy within ~100 steps), checked on the
+    first 10 held-out problems."""
+    model = build_tiny_model("opt", TOKENIZERS["char"], hidden_size=32, num_layers=2, num_heads=4, seed=0)
+    problems = check_subset(ADD2.eval_problems(), 10)
+    measure = partial(greedy_accuracy, problems=problems, grade=ADD2.grade, max_new_tokens=24)
+    stop = None if target is None else AccuracyTarget(target, check_every, measure)
+    examples = ADD2.supervised_examples(steps * 32)
+    stats = supervised_warm_start(model, TOKENIZERS["char"], examples, steps, 32, 1e-2, progress=False, target=stop)
+    return stats, model
+
+
+def test_a_warm_start_stops_at_its_target_accuracy():
+    stats, _ = target_run(0.3, steps=400)
+    steps = [step for step, _ in stats["checks"]]
+    assert steps == list(range(20, stats["steps_run"] + 1, 20)) and stats["steps_run"] < 400  # stopped at a check
+    assert stats["heldout_accuracy"] >= 0.3 > max(a for _, a in stats["checks"][:-1])  # the first check at target
+    assert len(stats["losses"]) == stats["steps_run"] and stats["steps"] == 400
+
+
+def test_a_warm_start_that_misses_its_target_stops_at_the_cap_and_checking_changes_nothing(caplog):
+    capped, model = target_run(1.0, steps=50)  # unreachable in 50 steps
+    assert capped["steps_run"] == 50 and [s for s, _ in capped["checks"]] == [20, 40, 50]  # every 20, and the cap
+    assert capped["heldout_accuracy"] < 1.0 and "below target 1" in caplog.text
+    off, plain = target_run(None, steps=50)  # no target: today's warm start
+    assert off["checks"] == [] and off["heldout_accuracy"] is None and off["steps_run"] == 50
+    assert capped["losses"] == off["losses"]  # the greedy checks draw nothing and move nothing
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), plain.state_dict().values()))
+
+
+def test_the_target_is_part_of_the_cache_key_and_its_metrics_come_back_from_the_cache(tmp_path):
+    base = [*tiny_overrides("solo", 1), "algorithm=gspo", f"trainer.cache_dir={tmp_path}"]
+    target = ["agents.members.opt_char.warm_start.target_accuracy=0.2", "agents.members.opt_char.warm_start.steps=300"]
+    config = preflight([*base, *target, "agents.members.opt_char.warm_start.check_every=30"])
+    task = build_task(config.task)
+    _, _, metrics = warm_started_tiny_model(config.agents.members["opt_char"], task, config, 0)
+    assert metrics["warm_start/heldout_accuracy"] >= 0.2 and metrics["warm_start/steps_run"] % 30 == 0
+    _, _, again = warm_started_tiny_model(config.agents.members["opt_char"], task, config, 0)  # a cache hit
+    assert again == metrics and len(list(tmp_path.iterdir())) == 1
+    other = preflight([*base, *target, "agents.members.opt_char.warm_start.check_every=60"])
+    warm_started_tiny_model(other.agents.members["opt_char"], task, other, 0)
+    seeded = preflight([*base, *target, "agents.members.opt_char.warm_start.check_every=30", "task.seed=5"])
+    warm_started_tiny_model(seeded.agents.members["opt_char"], build_task(seeded.task), seeded, 0)
+    assert len(list(tmp_path.iterdir())) == 3  # check_every and the data seed each name a new entry

@@ -450,20 +450,21 @@ def test_mechanisms_clip_off_gives_raw_ratio_objective(samples, alpha, u):
 
 
 @pytest.mark.parametrize(
-    ("name", "shares", "capability", "objective", "token_level", "multiplier"),
+    ("name", "shares", "capability", "objective", "token_level", "multiplier", "passes"),
     [
-        ("hacpo", True, True, hacpo_objective, False, 1),
-        ("naive", True, False, gspo_objective_loss, False, 1),
-        ("gspo", False, False, gspo_objective_loss, False, 1),
-        ("gspo_x2", False, False, gspo_objective_loss, False, 2),
-        ("grpo", False, False, grpo_objective, True, 1),
+        ("hacpo", True, True, hacpo_objective, False, 1, 1),
+        ("naive", True, False, gspo_objective_loss, False, 1, 1),
+        ("gspo", False, False, gspo_objective_loss, False, 1, 1),
+        ("gspo_x2", False, False, gspo_objective_loss, False, 2, 1),
+        ("gspo_update_matched", False, False, gspo_objective_loss, False, 1, 2),
+        ("grpo", False, False, grpo_objective, True, 1, 1),
     ],
 )
-def test_algorithm_registry(name, shares, capability, objective, token_level, multiplier):
+def test_algorithm_registry(name, shares, capability, objective, token_level, multiplier, passes):
     algo = get_algorithm(name)
     assert algo is ALGORITHMS[name] and algo.name == name
     assert (algo.shares_rollouts, algo.capability_baseline, algo.objective) == (shares, capability, objective)
-    assert (algo.token_level, algo.rollout_multiplier) == (token_level, multiplier)
+    assert (algo.token_level, algo.rollout_multiplier, algo.passes) == (token_level, multiplier, passes)
 
 
 @PROPERTY

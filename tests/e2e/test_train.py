@@ -19,7 +19,7 @@ def run(tmp_path, *extra, agents="pair", steps=3):
 
 
 @pytest.mark.parametrize("agents", ["pair", "three_way"])
-@pytest.mark.parametrize("algorithm", ["hacpo", "naive", "gspo", "gspo_x2"])
+@pytest.mark.parametrize("algorithm", ["hacpo", "naive", "gspo", "gspo_x2", "gspo_update_matched"])
 def test_three_steps(tmp_path, agents, algorithm):
     summary, rows = run(tmp_path, f"algorithm={algorithm}", "tracking.backend=none", agents=agents)
     n_agents = 2 if agents == "pair" else 3
@@ -33,11 +33,28 @@ def test_three_steps(tmp_path, agents, algorithm):
         assert all(math.isfinite(v) for k, v in row.items() if isinstance(v, float)), row
         assert row["memory/params_mib"] > 0 and row["memory/optimizer_mib"] > 0  # per-agent memory, every step
         blocks = n_agents if algorithm in ("hacpo", "naive") else 1
-        assert row["train/updates"] == 2 * blocks * (2 if algorithm == "gspo_x2" else 1)
+        assert row["train/updates"] == 2 * blocks * (1 if algorithm in ("gspo", "hacpo", "naive") else 2)
+        check_costs(rows, row["agent"], rows_per_step=blocks * 4 * g, passes=2 if "matched" in algorithm else 1)
         if algorithm == "hacpo":
             sources = [k for k in row if k.startswith("cross/from_") and k.endswith("/rows_run")]
             assert len(sources) == n_agents - 1
     assert (tmp_path / "checkpoints" / "latest").is_file()
+
+
+def check_costs(rows: list[dict], agent: str, rows_per_step: int, passes: int) -> None:
+    """cost/* are running totals that agree with the per-step metrics they count (docs/metrics.md)."""
+    mine = [r for r in rows if r["agent"] == agent and "train/reward_mean" in r]
+    last = mine[-1]
+    assert last["cost/generated_rollouts"] == last["train/rollouts_total"]
+    assert last["cost/generated_tokens"] == last["train/tokens_total"]
+    assert last["cost/updates"] == sum(r["train/updates"] - r["train/skipped_updates"] for r in mine)
+    trained = sum(round(r["train/rows_run_share"] * rows_per_step) * passes for r in mine)
+    assert last["cost/trained_rows"] == trained and (last["cost/backward_tokens"] > 0) == (trained > 0)
+    assert last["cost/forward_tokens"] > last["cost/backward_tokens"]  # + scoring the old log-probs
+    assert all(a["cost/process_seconds"] < b["cost/process_seconds"] for a, b in zip(mine, mine[1:]))
+    job = [r["cost/process_seconds"] for r in rows if r["agent"] == "" and "cost/process_seconds" in r]
+    assert len(job) == 3 and job == sorted(job) and job[-1] > last["cost/process_seconds"]
+    assert [r["warm_start/steps_run"] for r in rows if r["agent"] == agent and "warm_start/steps_run" in r] == [150]
 
 
 def test_mlflow_parent_and_agent_runs(tmp_path):

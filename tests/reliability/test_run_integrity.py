@@ -303,3 +303,23 @@ def test_a_checkpoint_from_before_a_key_existed_resumes_at_the_keys_old_behaviou
     row = config_params(preflight([*OVERRIDES, "rollout.sample_stream=row"]))
     with pytest.raises(ConfigError, match=r"in rollout.sample_stream \(<unset> → row\)"):
         check_same_config(row, state, "old-run")
+
+
+def test_a_checkpoint_from_before_issue_27s_keys_resumes_at_their_defaults():
+    """task.heldout_seed, task.grader_forms and an agent's warm_start.target_accuracy / check_every /
+    check_per_category came after checkpoints were written: at their defaults they are left out of the comparison;
+    a target accuracy (another warm start) is refused."""
+    from hacrl_exp.trainer.runfolder import check_same_config, config_hash, config_params
+
+    params = config_params(preflight(OVERRIDES))
+    old = json.loads(json.dumps(params))
+    del old["task"]["heldout_seed"], old["task"]["grader_forms"]
+    for member in old["agents"]["members"].values():
+        for key in ("target_accuracy", "check_every", "check_per_category"):
+            del member["warm_start"][key]
+    state = {"config": old, "config_hash": config_hash(old)}
+    check_same_config(params, state, "old-run")
+    name = next(iter(params["agents"]["members"]))
+    target = config_params(preflight([*OVERRIDES, f"agents.members.{name}.warm_start.target_accuracy=0.5"]))
+    with pytest.raises(ConfigError, match=rf"agents.members.{name}.warm_start.target_accuracy \(<unset> → 0.5\)"):
+        check_same_config(target, state, "old-run")

@@ -142,6 +142,20 @@ def test_eval_set_fixed_distinct_and_held_out():
     assert ArithmeticTask(seed=1).eval_problems() != ev
 
 
+def test_the_data_seed_draws_the_stream_and_the_heldout_seed_the_test():
+    today = ArithmeticTask(seed=3)  # task.seed alone draws both, as it always did
+    assert ArithmeticTask(seed=3, heldout_seed=3).train_problems(2, 32) == today.train_problems(2, 32)
+    assert ArithmeticTask(seed=3, heldout_seed=3).eval_problems() == today.eval_problems()
+    seed3 = ArithmeticTask(seed=3, heldout_seed=0)  # a job at seed 3 by default: its own stream, seed 0's test
+    assert seed3.eval_problems() == ArithmeticTask(seed=0).eval_problems()
+    assert seed3.train_problems(2, 32) != ArithmeticTask(seed=0).train_problems(2, 32)
+    assert seed3.supervised_examples(30, seed=1) != ArithmeticTask(seed=0).supervised_examples(30, seed=1)
+    assert ArithmeticTask(seed=0, heldout_seed=5).eval_problems() != seed3.eval_problems()
+    held_out = {(p.category, p.meta["a"], p.meta["b"]) for p in seed3.eval_problems()}
+    drawn = [p for s in range(100) for p in seed3.train_problems(s, 64)] + seed3.supervised_examples(5000)
+    assert not held_out & {(p.category, p.meta["a"], p.meta["b"]) for p in drawn}  # still disjoint
+
+
 def test_texts_alphabet_and_validation():
     task = ArithmeticTask(tiers=["add2", "mul21"])
     texts = task.sample_texts(50)

@@ -44,6 +44,8 @@ def test_tags_on_every_run():
         "method": "hacpo",
         "algorithm": "hacpo",
         "seed": "2",
+        "data_seed": "2",  # the seed drew the training data (task.seed null)
+        "heldout_seed": "0",  # and not the held-out problems
         "agents": "opt_char+gpt2_bpe",
         "task": "arithmetic",
         "grid": "none",

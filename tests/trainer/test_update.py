@@ -1,4 +1,5 @@
-"""trainer.step.update: rows with advantage exactly 0 are not run, and the update is the same as when they are."""
+"""trainer.step.update: rows with advantage exactly 0 are not run, and the update is the same as when they are; what
+an update costs (cost/* of docs/metrics.md) and several passes over a batch (update-matched GSPO)."""
 
 import copy
 import dataclasses
@@ -9,10 +10,12 @@ import torch
 from hacrl_exp.agents.agent import Agent
 from hacrl_exp.agents.logprobs import response_logprobs
 from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
+from hacrl_exp.algo import MiniBatch, minibatch_schedule
 from hacrl_exp.config.schema import AgentConfig, AgentsConfig, AlgorithmConfig, Config, TrainerConfig
 from hacrl_exp.rollout.hf import HFRolloutEngine
 from hacrl_exp.tasks.arithmetic import ArithmeticTask
 from hacrl_exp.trainer import step
+from hacrl_exp.trainer.costs import CostMeter, zero_costs
 from hacrl_exp.trainer.params import learner_params
 from hacrl_exp.trainer.step import LearnerBatch
 
@@ -88,7 +91,45 @@ def test_skipping_zero_advantage_rows_gives_the_same_update(algorithm, kl_coef):
     assert skipped["train/loss"] == pytest.approx(full["train/loss"], rel=1e-5, abs=1e-9)
 
 
-def agent_update(agent, batch, algorithm, algo_cfg, trainer, skip):
+def agent_update(agent, batch, algorithm, algo_cfg, trainer, skip, cost=None):
     agents = AgentsConfig(members={"a": AgentConfig(), "b": AgentConfig()})
     params = learner_params(Config(agents=agents, algorithm=algo_cfg, trainer=trainer))[0]
-    return step.update(agent, batch, dataclasses.replace(params, skip_zero_advantage=skip), ["a", "b"])
+    return step.update(agent, batch, dataclasses.replace(params, skip_zero_advantage=skip), ["a", "b"], cost)
+
+
+def test_update_counts_its_costs_and_update_matched_gspo_passes_twice_over_its_own_rows():
+    """cost/* of one update, by hand: the rows run (A ≠ 0) and their prompt + response tokens, once per pass; an
+    optimizer step for every mini-batch (the all-zero one too: Adam's moments still move)."""
+    trainer = TrainerConfig(prompts_per_step=P, group_size=G, minibatches_per_block=2, micro_batch_size=3)
+    agent = make_agent(kl=False)
+    batch = make_batch(agent, ADVANTAGES)
+    run = [r for r, a in enumerate(ADVANTAGES) if a != 0]  # 2 self rows, 8 cross rows
+    tokens = sum(len(batch.prompt_ids[r]) + len(batch.response_ids[r]) for r in run)
+    meter = CostMeter()
+    agent_update(agent, batch, "hacpo", AlgorithmConfig(name="hacpo"), trainer, True, meter)
+    assert meter.take() == {**zero_costs(), "trained_rows": 10, "updates": 4, "forward_tokens": tokens,
+                            "backward_tokens": tokens}  # fmt: skip
+    own = P * G  # update-matched GSPO: its own block alone, 2 mini-batches per pass, 2 passes
+    alone = dataclasses.replace(
+        batch, **{f: getattr(batch, f)[:own] for f in ("prompt_ids", "response_ids", "source", "is_self", "advantages",
+                                                       "old_mean_logp", "loss_weight", "alpha", "old_token_logp",
+                                                       "ref_token_logp")}, block_sizes=[own]
+    )  # fmt: skip
+    agent = make_agent(kl=False)
+    algo = AlgorithmConfig(name="gspo_update_matched")
+    metrics = agent_update(agent, alone, "gspo_update_matched", algo, trainer, True, meter)
+    self_tokens = sum(len(batch.prompt_ids[r]) + len(batch.response_ids[r]) for r in run if r < own)
+    assert metrics["train/updates"] == 4 and meter.counts["updates"] == 4
+    assert meter.counts["trained_rows"] == 2 * 2 and meter.counts["backward_tokens"] == 2 * self_tokens
+
+
+def test_passes_repeat_the_schedule_with_u_continuing():
+    assert minibatch_schedule([8], 4, passes=2) == [MiniBatch(0, 4, 0), MiniBatch(4, 8, 1), MiniBatch(0, 4, 2),
+                                                    MiniBatch(4, 8, 3)]  # fmt: skip
+    restart = minibatch_schedule([4, 4], 2, restart_per_source=True, passes=2)
+    assert [mb.u for mb in restart] == [0, 1, 0, 1, 2, 3, 2, 3] and restart[4:] == [
+        MiniBatch(mb.start, mb.stop, mb.u + 2) for mb in restart[:4]
+    ]
+    assert minibatch_schedule([5, 3], 4) == minibatch_schedule([5, 3], 4, passes=1)
+    with pytest.raises(ValueError, match="passes=0"):
+        minibatch_schedule([8], 4, passes=0)
