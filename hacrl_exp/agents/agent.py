@@ -24,6 +24,7 @@ from hacrl_exp.agents.precision import (
     prepare_model,
     uses_master_weights,
 )
+from hacrl_exp.agents.stops import generation_eos, stop_token_ids
 from hacrl_exp.config.schema import AgentConfig, RolloutConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.rollout.base import RolloutEngine
@@ -59,6 +60,11 @@ class Agent:
     @property
     def pad_id(self) -> int:
         return self.engine.pad_id
+
+    @property
+    def stop_ids(self) -> tuple[int, ...]:
+        """The ids its rollouts stop at, its EOS first (agents.stops.stop_token_ids)."""
+        return self.engine.stop_ids
 
     @property
     def frozen(self) -> bool:
@@ -175,11 +181,13 @@ def make_engine(
     weights: Callable[[], Iterable[tuple[str, torch.Tensor]]] | None = None,
     tensor_parallel_size: int = 1,
 ) -> RolloutEngine:
-    """The agent's rollout engine (rollout.backend, default hf) over its training model.
+    """The agent's rollout engine (rollout.backend, default hf) over its training model, stopping at the agent's
+    stop ids (agents.stops.stop_token_ids: its EOS, its generation config's, its chat template's end of turn).
 
     vLLM: its weights follow the model through `weights` (default `merged_weights`: LoRA folded in; a sharded agent
     passes `agents.sharding.full_weights`), reloaded after each step of `optimizer`; `tensor_parallel_size` W > 1
     makes it one engine per rank of the agent's process group, tensor-parallel over the group (rollout.vllm)."""
+    stops = stop_token_ids(tokenizer, generation_eos(model), uses_chat_template(cfg, tokenizer))
     if rollout is not None and rollout.backend == "vllm":
         from hacrl_exp.rollout.vllm import VLLMRolloutEngine
 
@@ -192,6 +200,7 @@ def make_engine(
             optimizer=optimizer,
             weights=weights or (lambda: merged_weights(model)),  # the engine does not import agents
             tensor_parallel_size=tensor_parallel_size,
+            stop_ids=stops,
         )
     stream = rollout.sample_stream if rollout is not None else "agent"
     on_cuda = next(model.parameters()).device.type == "cuda"
@@ -206,6 +215,7 @@ def make_engine(
         optimizer=optimizer,
         cache=rollout.hf_cache if rollout is not None else "dynamic",
         sort_rows=on_cuda,  # on CPU the batches stay as they were: the default run's samples do not move
+        stop_ids=stops,
     )
 
 

@@ -153,7 +153,7 @@ class RankSlicedEngine:
     draws, for 1/W of the generation work. Call it inside `gathered` (a forward there is no collective)."""
 
     def __init__(self, engine: HFRolloutEngine) -> None:
-        self.engine, self.pad_id = engine, engine.pad_id
+        self.engine, self.pad_id, self.stop_ids = engine, engine.pad_id, engine.stop_ids
 
     def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
         rows = [list(p) for p in prompt_ids for _ in range(n)]

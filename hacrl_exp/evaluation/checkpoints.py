@@ -151,6 +151,7 @@ def load_checkpoint_agent(
     from transformers import AutoModelForCausalLM, AutoTokenizer, PreTrainedTokenizerFast
 
     from hacrl_exp.agents.agent import DTYPES, Agent
+    from hacrl_exp.agents.stops import generation_eos, stop_token_ids
     from hacrl_exp.rollout.hf import HFRolloutEngine
 
     try:
@@ -174,5 +175,6 @@ def load_checkpoint_agent(
         tokenizer.pad_token = tokenizer.eos_token
     model.to(device).eval()
     use_chat = chat_template and getattr(tokenizer, "chat_template", None) is not None
-    engine = HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size)
+    stops = stop_token_ids(tokenizer, generation_eos(model), use_chat)  # its EOS, generation config's, end of turn
+    engine = HFRolloutEngine(model, tokenizer, max_batch_size=max_batch_size, stop_ids=stops)
     return Agent(ckpt.agent, model, tokenizer, engine, None, None, use_chat, max_prompt_tokens)

@@ -2,9 +2,10 @@
 
 `check_agent` raises a one-line ConfigError for what would break the real run: no eos token, token ids outside the
 model's embedding table, a chat template that drops the problem text, no room for a prompt in the model's positions.
-It returns warning lines for what looks wrong but runs: eos is not the template's end of turn, stop tokens the hf
-rollout ignores, a prompt limit cut by the positions, plain prompts without the tokenizer's bos, and what the
-rehearsal's own files differ in from the checkpoint's (sources.AgentSource.notes).
+It returns warning lines for what looks wrong but runs: a chat template whose end of turn cannot be found (the
+rollout then cannot stop there), a prompt limit cut by the positions, plain prompts without the tokenizer's bos, and
+what the rehearsal's own files differ in from the checkpoint's (sources.AgentSource.notes). The rollout stops at the
+agent's stop ids (agents.stops.stop_token_ids), which the report lists.
 """
 
 from __future__ import annotations
@@ -12,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from hacrl_exp.agents.agent import prompt_token_ids, uses_chat_template
+from hacrl_exp.agents.stops import stop_token_ids, template_end_of_turn
 from hacrl_exp.config.schema import AgentConfig, Config
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.rehearsal.sources import AgentSource
 
 PROBE = "If $x + 3 = 5$, what is $x$? Probe 7Q2."
 """A problem the chat template must keep verbatim."""
-ANSWER = "The answer is $\\boxed{2}$. Probe 9Z4."
 EVALUATE_PROMPT_TOKENS = 2048
 """conf/evaluate.yaml's max_prompt_tokens: the prompt limit of `python -m hacrl_exp.evaluate`."""
 EVALUATE_NEW_TOKENS = 8192
@@ -67,6 +68,12 @@ class AgentView:
         """The checkpoint's generation_config stops, as (token, id)."""
         return [(self.tokenizer.convert_ids_to_tokens(i), i) for i in self.source.stops]
 
+    def rollout_stops(self) -> list[tuple[str, int]]:
+        """What the run's rollout stops at (agents.stops.stop_token_ids: eos, the generation_config's stops, the chat
+        template's end of turn when it prompts with it), as (token, id)."""
+        ids = stop_token_ids(self.tokenizer, list(self.source.stops), self.chat)
+        return [(self.tokenizer.convert_ids_to_tokens(i), i) for i in ids]
+
 
 def check_agent(view: AgentView, config: Config) -> list[str]:
     """Errors (ConfigError) and warnings (returned) for one agent; sets view.prompt_limit."""
@@ -80,7 +87,6 @@ def check_agent(view: AgentView, config: Config) -> list[str]:
         warnings += _check_template(view)
     else:
         warnings += _check_plain(view)
-    warnings += _check_stops(view)
     warnings += _check_positions(view, config)
     view.warnings = warnings
     return warnings
@@ -99,7 +105,7 @@ def _check_ids(view: AgentView) -> None:
 
 
 def _check_template(view: AgentView) -> list[str]:
-    """The chat template keeps the problem text, and what ends an assistant turn in it is a stop token."""
+    """The chat template keeps the problem text, and its end of turn can be found (the rollout stops there)."""
     tok, key = view.tokenizer, view.source.key
     ids = prompt_token_ids(tok, [PROBE], True)[0]
     if PROBE not in tok.decode(ids):
@@ -107,17 +113,12 @@ def _check_template(view: AgentView) -> list[str]:
             f"{key}: the chat template of its tokenizer ({view.source.tokenizer_from}) drops the problem text: the "
             f"rendered prompt does not contain it. Fix the template, or set {key}.chat_template=false"
         )
-    turn = [{"role": "user", "content": PROBE}, {"role": "assistant", "content": ANSWER}]
-    rendered = tok.apply_chat_template(turn, tokenize=False)
-    after = rendered.split(ANSWER, 1)[1] if ANSWER in rendered else ""
-    first = tok(after, add_special_tokens=False)["input_ids"][:1]
-    stops = {tok.eos_token_id, *[i for _, i in view.stop_tokens()]}
-    if first and first[0] in tok.all_special_ids and first[0] not in stops:
-        end = tok.convert_ids_to_tokens(first[0])
+    if template_end_of_turn(tok) is None:
+        stops = ", ".join(f"{t} ({i})" for t, i in view.rollout_stops())
         return [
-            f"{key}: its chat template ends an answer with {end} ({first[0]}), but the rollout stops only at eos "
-            f"{tok.eos_token} ({tok.eos_token_id}): an answer that ends its turn runs on to eos or "
-            "rollout.max_new_tokens (the checkpoint's generation_config does not stop there either)"
+            f"{key}: no special token follows an assistant answer in its chat template, so the rollout cannot stop "
+            f"at the end of a turn, only at {stops}: an answer that ends its turn may run on to "
+            f"rollout.max_new_tokens. Check the template, or set {key}.chat_template=false"
         ]
     return []
 
@@ -128,17 +129,6 @@ def _check_plain(view: AgentView) -> list[str]:
     if tok.bos_token_id is not None and (not ids or ids[0] != tok.bos_token_id):
         return [f"{view.source.key}: plain prompts get no bos {tok.bos_token} ({tok.bos_token_id}) from this tokenizer"]
     return []
-
-
-def _check_stops(view: AgentView) -> list[str]:
-    eos = view.tokenizer.eos_token_id
-    ignored = [f"{t} ({i})" for t, i in view.stop_tokens() if i != eos]
-    if not ignored:
-        return []
-    return [
-        f"{view.source.key}: the rollout (rollout=hf) stops only at eos {view.tokenizer.eos_token} ({eos}); "
-        f"{view.source.checkpoint}'s generation_config also stops at {', '.join(ignored)}"
-    ]
 
 
 def _check_positions(view: AgentView, config: Config) -> list[str]:

@@ -242,7 +242,8 @@ def construct(cut) -> list[str]:
         lines.append(
             f"{name}: {type(agent.model).__name__}, {params:,} parameters ({cfg.model.dtype}, compute "
             f"{cfg.model.compute_dtype or cfg.model.dtype}), {rows:,} embedding rows, "
-            f"eos {agent.tokenizer.eos_token_id}, pad {agent.pad_id}, chat template {agent.use_chat_template}"
+            f"eos {agent.tokenizer.eos_token_id}, pad {agent.pad_id}, chat template {agent.use_chat_template}, "
+            f"stops at {list(agent.stop_ids)}"
         )
     return lines
 

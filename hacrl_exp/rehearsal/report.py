@@ -53,6 +53,7 @@ class Report:
             eos, pad = v.eos, v.pad
             pad_text = f"{pad[0]} ({pad[1]})" + ("" if pad[2] else ": none of its own, the run pads with eos")
             stops = ", ".join(f"{t} ({i})" for t, i in v.stop_tokens()) or "-"
+            rollout_stops = ", ".join(f"{t} ({i})" for t, i in v.rollout_stops())
             rows.append(
                 [
                     v.name,
@@ -63,14 +64,19 @@ class Report:
                     v.source.tokenizer_from,
                     f"{eos[0]} ({eos[1]})",
                     pad_text,
+                    rollout_stops,
                     stops,
                     "chat template" if v.chat else "plain",
                     str(v.prompt_limit),
                 ]  # fmt: skip
             )
-        head = ["agent", "checkpoint", "class", "embedding rows", "tokenizer ids", "tokenizer from", "eos (stops the "
-                "rollout)", "pad", "its generation_config stops", "prompts", "prompt limit"]  # fmt: skip
-        return ["## Agents: eos and pad as each will use them", "", *table(head, rows), ""]
+        head = ["agent", "checkpoint", "class", "embedding rows", "tokenizer ids", "tokenizer from", "eos", "pad",
+                "the rollout stops at", "its generation_config stops", "prompts", "prompt limit"]  # fmt: skip
+        note = (
+            "The rollout stops at, and cuts a response at, the first of: eos, the generation_config's stops, and the "
+            "chat template's end of turn when the agent prompts with it (hacrl_exp/agents/stops.py)."
+        )
+        return ["## Agents: eos, pad and stop tokens as each will use them", "", note, "", *table(head, rows), ""]
 
     def _lengths(self) -> list[str]:
         if not self.stats:

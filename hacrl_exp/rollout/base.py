@@ -61,6 +61,8 @@ class RolloutEngine(Protocol):
 
     pad_id: int
     """The agent's padding token id (its EOS when the tokenizer has no pad token)."""
+    stop_ids: tuple[int, ...]
+    """The ids generation stops at and responses are cut at, its EOS first (agents.stops.stop_token_ids)."""
 
     def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
         """Sample n responses for each prompt (given as token ids in the agent's own tokenizer)."""

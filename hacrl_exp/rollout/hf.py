@@ -20,7 +20,7 @@ Two sources of randomness (rollout.sample_stream):
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import torch
@@ -56,15 +56,17 @@ def left_pad(
     return ids.to(device), mask.to(device)
 
 
-def split_response(tokens: list[int], eos_id: int, pad_id: int) -> tuple[list[int], bool]:
-    """Cut a generated continuation at its first EOS. Returns (ids without the EOS, finished).
+def split_response(tokens: list[int], stop_ids: int | Collection[int], pad_id: int) -> tuple[list[int], bool]:
+    """Cut a generated continuation at its first stop token: its EOS, or any id of `stop_ids` (an agent's stop set,
+    agents.stops.stop_token_ids). Returns (ids without the stop token, finished).
 
-    An EOS-only response keeps one EOS so that it still has a token to score (spec §1.3, C1).
+    A response that is only a stop token keeps that token so that it still has a token to score (spec §1.3, C1).
     """
-    if eos_id in tokens:
-        cut = tokens.index(eos_id)
-        return (tokens[:cut] or [eos_id]), True
-    while tokens and tokens[-1] == pad_id and pad_id != eos_id:
+    stops = {stop_ids} if isinstance(stop_ids, int) else set(stop_ids)
+    cut = next((i for i, token in enumerate(tokens) if token in stops), None)
+    if cut is not None:
+        return (tokens[:cut] or tokens[cut : cut + 1]), True
+    while tokens and tokens[-1] == pad_id and pad_id not in stops:
         tokens = tokens[:-1]
     return tokens, False
 
@@ -119,7 +121,8 @@ class HFRolloutEngine:
     """Samples with the agent's own (training) model through `model.generate`.
 
     sample_stream: 'agent' or 'row'; generation_dtype, cache, sort_rows: the speed options (module docstring).
-    optimizer: the agent's, whose steps make the low-precision copy stale."""
+    optimizer: the agent's, whose steps make the low-precision copy stale. stop_ids: the ids generation stops at
+    and responses are cut at (agents.stops.stop_token_ids); the tokenizer's EOS always among them, first."""
 
     def __init__(
         self,
@@ -131,6 +134,7 @@ class HFRolloutEngine:
         optimizer: torch.optim.Optimizer | None = None,
         cache: str = "dynamic",
         sort_rows: bool = False,
+        stop_ids: Sequence[int] = (),
     ):
         if tokenizer.eos_token_id is None:
             raise ValueError("tokenizer has no EOS token; set tokenizer.eos_token")
@@ -141,6 +145,7 @@ class HFRolloutEngine:
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
         self.sample_stream, self.cache, self.sort_rows = sample_stream, cache, sort_rows
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.stop_ids = tuple(dict.fromkeys([tokenizer.eos_token_id, *stop_ids]))
         weights_dtype = next(model.parameters()).dtype
         self.generation_dtype = generation_dtype if generation_dtype not in (None, weights_dtype) else None
         self._copy: torch.nn.Module | None = None
@@ -171,7 +176,7 @@ class HFRolloutEngine:
     def _generation_config(self, sampling: SamplingSettings, drawn_by_rows: bool = False) -> GenerationConfig:
         kwargs = dict(
             max_new_tokens=sampling.max_new_tokens,
-            eos_token_id=self.tokenizer.eos_token_id,
+            eos_token_id=self.stop_ids[0] if len(self.stop_ids) == 1 else list(self.stop_ids),
             pad_token_id=self.pad_id,
             do_sample=not sampling.greedy and not drawn_by_rows,
         )
@@ -231,7 +236,7 @@ class HFRolloutEngine:
             )
             crash_point("generate")  # fault-injection hook (hacrl_exp.faults); a no-op unless HACRL_CRASH_AT is set
             for r, continuation in zip(picked, out[:, ids.shape[1] :].tolist()):
-                responses[r], finished[r] = split_response(continuation, self.tokenizer.eos_token_id, self.pad_id)
+                responses[r], finished[r] = split_response(continuation, self.stop_ids, self.pad_id)
         model.train(was_training)
         texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
         return Rollouts(prompt_ids=list(rows), response_ids=responses, texts=texts, finished=finished)

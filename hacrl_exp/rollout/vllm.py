@@ -1,9 +1,10 @@
 """vLLM rollout backend (optional extra `.[gpu]`, CUDA only), behind the same interface as `hf`.
 
 Prompt token ids go straight in (TokensPrompt, no tokenizer inside vLLM); sampling settings map one to one onto the
-HF backend's; responses come back as token ids cut at the first EOS exactly as `hf.split_response` cuts them, and
-are decoded by the agent's own tokenizer. vLLM's own log-probs are never used: the training model recomputes the
-source's old log-probs (spec §1.2).
+HF backend's; generation stops at the agent's stop ids (its EOS, its generation config's, its chat template's end of
+turn: agents.stops), and responses come back as token ids cut at the first of them exactly as `hf.split_response`
+cuts them, and are decoded by the agent's own tokenizer. vLLM's own log-probs are never used: the training model
+recomputes the source's old log-probs (spec §1.2).
 
 Training and generation share the GPU: the engine sleeps between generations (sleep_level 2 frees its weights and
 KV cache, 1 parks the weights in CPU RAM) and, before the first generation after an optimizer step, wakes and loads
@@ -49,17 +50,18 @@ def require_vllm():
     return vllm
 
 
-def sampling_kwargs(sampling: SamplingSettings, n: int, eos_id: int) -> dict[str, Any]:
+def sampling_kwargs(sampling: SamplingSettings, n: int, stop_ids: int | Sequence[int]) -> dict[str, Any]:
     """vllm.SamplingParams keyword arguments equivalent to `HFRolloutEngine`'s generation config.
 
     Greedy (do_sample False or temperature 0) → temperature 0. Otherwise temperature, top_p and top_k as given
-    (-1 disables top-k in both). Generation stops at the agent's EOS (stop_token_ids: vLLM has no tokenizer here),
-    after at most max_new_tokens; no penalties, no min_p, no sampler log-probs.
+    (-1 disables top-k in both). Generation stops at any of the agent's stop ids (stop_token_ids: its EOS, or the
+    engine's `stop_ids`; vLLM has no tokenizer here), after at most max_new_tokens; no penalties, no min_p, no sampler
+    log-probs.
     """
     kwargs: dict[str, Any] = dict(
         n=n,
         max_tokens=sampling.max_new_tokens,
-        stop_token_ids=[eos_id],
+        stop_token_ids=[stop_ids] if isinstance(stop_ids, int) else list(stop_ids),
         detokenize=False,
         repetition_penalty=1.0,
         min_p=0.0,
@@ -79,25 +81,32 @@ def tokens_prompts(prompt_ids: Sequence[Sequence[int]]) -> list[dict[str, list[i
 
 
 def rollouts_from_outputs(
-    outputs: Sequence[Any], prompt_ids: Sequence[Sequence[int]], n: int, eos_id: int, pad_id: int, tokenizer
+    outputs: Sequence[Any],
+    prompt_ids: Sequence[Sequence[int]],
+    n: int,
+    stop_ids: int | Sequence[int],
+    pad_id: int,
+    tokenizer,
 ) -> Rollouts:
     """Rollouts from vLLM RequestOutputs (one per prompt, in prompt order, each with n completions).
 
-    Row r belongs to prompt r // n, as in the HF backend. Each completion's token ids are cut at the first EOS with
-    `hf.split_response` (an EOS-only response keeps one EOS); `finished` also holds when vLLM reports it stopped on
-    EOS without returning the token.
+    Row r belongs to prompt r // n, as in the HF backend. Each completion's token ids are cut at the first of
+    `stop_ids` (the EOS, or the agent's stop set) with `hf.split_response` (a stop-only response keeps its stop
+    token); `finished` also holds when vLLM reports it stopped on a stop id without returning it (an empty response
+    then keeps the EOS, the first stop id).
     """
     if len(outputs) != len(prompt_ids):
         raise ValueError(f"{len(outputs)} vLLM outputs for {len(prompt_ids)} prompts")
+    eos = stop_ids if isinstance(stop_ids, int) else stop_ids[0]
     rows, responses, finished = [], [], []
     for prompt, output in zip(prompt_ids, outputs):
         completions = sorted(output.outputs, key=lambda c: c.index)
         if len(completions) != n:
             raise ValueError(f"a vLLM output has {len(completions)} completions, expected n={n}")
         for completion in completions:
-            tokens, done = split_response(list(completion.token_ids), eos_id, pad_id)
+            tokens, done = split_response(list(completion.token_ids), stop_ids, pad_id)
             if not done and completion.finish_reason == "stop":
-                tokens, done = (tokens or [eos_id]), True
+                tokens, done = (tokens or [eos]), True
             rows.append(list(prompt))
             responses.append(tokens)
             finished.append(done)
@@ -130,7 +139,7 @@ class VLLMRolloutEngine:
 
     The training model stays the source of truth; `mark_stale()` (hooked to the optimizer's step) makes the next
     `generate` load its weights first, from `weights()`: (Hugging Face name, tensor) pairs, LoRA merged in; default
-    the model's state dict (right for a model without adapters).
+    the model's state dict (right for a model without adapters). `stop_ids`: as the HF engine's (agents.stops).
     """
 
     def __init__(
@@ -144,6 +153,7 @@ class VLLMRolloutEngine:
         optimizer: torch.optim.Optimizer | None = None,
         weights: Callable[[], Iterable[tuple[str, torch.Tensor]]] | None = None,
         tensor_parallel_size: int = 1,
+        stop_ids: Sequence[int] = (),
     ):
         vllm = require_vllm()
         device = next(model.parameters()).device
@@ -159,6 +169,7 @@ class VLLMRolloutEngine:
         self.model, self.tokenizer, self.settings = model, tokenizer, settings
         self._weights = weights or (lambda: model.state_dict().items())
         self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+        self.stop_ids = tuple(dict.fromkeys([tokenizer.eos_token_id, *stop_ids]))  # the EOS first, as in the HF engine
         self._vllm = vllm
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: weights load without copies
         os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")  # its torch.distributed rendezvous stays local
@@ -212,11 +223,11 @@ class VLLMRolloutEngine:
             self.sync_weights()
         self._wake("weights")
         self._wake("kv_cache")
-        params = self._vllm.SamplingParams(**sampling_kwargs(sampling, n, self.tokenizer.eos_token_id))
+        params = self._vllm.SamplingParams(**sampling_kwargs(sampling, n, self.stop_ids))
         outputs = self.llm.generate(tokens_prompts(prompt_ids), sampling_params=params, use_tqdm=False)
         level = self.settings.sleep_level
         if level:
             self.llm.sleep(level=level)
             self._sleeping = {"weights", "kv_cache"}
             self.stale = self.stale or level == 2  # level 2 discarded the weights
-        return rollouts_from_outputs(outputs, prompt_ids, n, self.tokenizer.eos_token_id, self.pad_id, self.tokenizer)
+        return rollouts_from_outputs(outputs, prompt_ids, n, self.stop_ids, self.pad_id, self.tokenizer)

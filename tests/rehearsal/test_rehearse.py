@@ -117,8 +117,13 @@ def test_a_paper_preset_rehearses_end_to_end(tmp_path, data_dir, tokenizers):
     assert done.returncode == 0, done.stderr[-3000:]
     report = (folder / "rehearsal.md").read_text()
     assert "Result: **no errors**" in report and report in done.stdout
-    # Qwen3-4B-Base stops at <|endoftext|> while its ChatML turns end with <|im_end|>; Llama has no pad of its own
-    assert "agents.members.qwen3_4b: its chat template ends an answer with <|im_end|> (151645)" in report
+    # Qwen3-4B-Base's eos is <|endoftext|> while its ChatML turns end with <|im_end|>: it stops at both; Llama at
+    # <|eot_id|> and its generation_config's ids; Llama has no pad of its own
+    qwen_row = report.split("| qwen3_4b | Qwen/Qwen3-4B-Base |")[1].splitlines()[0]
+    assert "| <\\|endoftext\\|> (151643), <\\|im_end\\|> (151645) |" in qwen_row
+    llama_row = report.split("| llama3p2_3b | meta-llama/Llama-3.2-3B-Instruct |")[1].splitlines()[0]
+    assert "| <\\|eot_id\\|> (128009), <\\|end_of_text\\|> (128001), " in llama_row and " (128008) |" in llama_row
+    assert "no special token follows an assistant answer" not in report and "ends an answer with" not in report
     assert "none of its own, the run pads with eos" in report and "500/500 (100.00%)" not in report  # 300 rows here
     assert report.count("300/300 (100.00%)") == 2  # MATH-500's gold solutions, both directions
     for section in ("## Changes to the preset", "## Agents", "## Prompt lengths", "## Gold solutions",

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from hacrl_exp.agents.agent import build_agent, load_pretrained, prompt_token_ids
+from hacrl_exp.agents.stops import stop_token_ids, template_end_of_turn
 from hacrl_exp.config.schema import AgentConfig, ModelConfig, RehearsalConfig, TokenizerConfig
 from hacrl_exp.rehearsal.models import save_stand_in
 from hacrl_exp.rehearsal.sources import resolve_agent, write_tokenizer
@@ -76,12 +77,18 @@ def stand_in_agent(checkpoint_tokenizer, checkpoint: str, folder):
     )
 
 
-def forced(agent, token: str, max_new_tokens: int = 5):
-    """Greedy generation with the output layer biased so that the random model emits `token` at every step."""
+def forced(agent, token: str, max_new_tokens: int = 5, after: str | None = None, steps: int = 0):
+    """Greedy generation with the output layer biased so that the random model emits `token` at every step (with
+    `after`: emits `after` for the first `steps` tokens, then `token`)."""
     token_id = agent.tokenizer.convert_tokens_to_ids(token)
-    bias = torch.zeros(agent.model.config.vocab_size)
-    bias[token_id] = 1e4
-    hook = agent.model.lm_head.register_forward_hook(lambda module, args, out: out + bias.to(out.dtype))
+    calls = []
+
+    def bias(module, args, out):
+        chosen = token_id if after is None or len(calls) >= steps else agent.tokenizer.convert_tokens_to_ids(after)
+        calls.append(chosen)  # one forward per generated token (the prompt's forward gives the first)
+        return out + torch.nn.functional.one_hot(torch.tensor(chosen), out.shape[-1]).to(out.dtype) * 1e4
+
+    hook = agent.model.lm_head.register_forward_hook(bias)
     try:
         prompt = agent.prompt_ids("What is $1 + 1$?")
         out = agent.engine.generate([prompt], 1, SamplingSettings(temperature=0.0, max_new_tokens=max_new_tokens))
@@ -91,22 +98,51 @@ def forced(agent, token: str, max_new_tokens: int = 5):
 
 
 @pytest.mark.parametrize(
-    "checkpoint, eos, not_a_stop",
+    "checkpoint, eos, stops, not_a_stop",
     [
-        (QWEN_BASE, "<|endoftext|>", "<|im_end|>"),  # Base: its turns end with <|im_end|>, it stops at <|endoftext|>
-        (QWEN_INSTRUCT, "<|im_end|>", "<|im_start|>"),
-        (LLAMA, "<|eot_id|>", "<|start_header_id|>"),
+        # Base: eos <|endoftext|>, but it prompts with ChatML, whose turns end with <|im_end|>: it stops at both
+        (QWEN_BASE, "<|endoftext|>", (151643, 151645), "<|im_start|>"),  # <|endoftext|>, <|im_end|>
+        (QWEN_INSTRUCT, "<|im_end|>", (151645, 151643), "<|im_start|>"),
+        # its eos and end of turn <|eot_id|>, and its generation_config's <|end_of_text|>, <|eom_id|> (128008: a
+        # reserved token in the Llama 3 family file the rehearsal uses)
+        (LLAMA, "<|eot_id|>", (128009, 128001, 128008), "<|start_header_id|>"),
     ],
 )
-def test_each_checkpoint_stops_at_its_own_eos(checkpoint_tokenizer, tmp_path, checkpoint, eos, not_a_stop):
-    """Base and Instruct checkpoints of one family share a vocabulary but not eos: a random model forced to emit the
-    checkpoint's eos stops at once; forced to emit another special token, it runs to max_new_tokens."""
+def test_each_checkpoint_stops_at_its_own_stop_tokens(checkpoint_tokenizer, tmp_path, checkpoint, eos, stops,
+                                                      not_a_stop):  # fmt: skip
+    """Base and Instruct checkpoints of one family share a vocabulary but not eos: a random model built as the run
+    builds it and forced to emit any of the checkpoint's stop tokens stops at once; forced to emit another special
+    token, it runs to max_new_tokens."""
     agent = stand_in_agent(checkpoint_tokenizer, checkpoint, tmp_path)
-    assert agent.tokenizer.eos_token == eos
-    eos_id, response, finished = forced(agent, eos)
-    assert finished and response == [eos_id]  # an eos-only response keeps one eos to score (spec §1.3)
+    assert agent.tokenizer.eos_token == eos and agent.use_chat_template
+    assert agent.stop_ids == stops
+    for stop in stops:
+        stop_id, response, finished = forced(agent, agent.tokenizer.convert_ids_to_tokens(stop))
+        assert finished and response == [stop_id]  # a stop-only response keeps its stop token to score (spec §1.3)
     other_id, response, finished = forced(agent, not_a_stop)
     assert not finished and response == [other_id] * 5
+
+
+@pytest.mark.parametrize("checkpoint, end", [(QWEN_BASE, "<|im_end|>"), (LLAMA, "<|eot_id|>")])
+def test_an_answer_that_ends_its_turn_is_cut_there(checkpoint_tokenizer, tmp_path, checkpoint, end):
+    """Three tokens of answer, then the template's end of turn: the response is the three tokens, finished; the
+    end of turn is found from the template itself (agents.stops.template_end_of_turn)."""
+    agent = stand_in_agent(checkpoint_tokenizer, checkpoint, tmp_path)
+    assert template_end_of_turn(agent.tokenizer) == agent.tokenizer.convert_tokens_to_ids(end)
+    word = agent.tokenizer.convert_ids_to_tokens(agent.tokenizer("four", add_special_tokens=False)["input_ids"][0])
+    _, response, finished = forced(agent, end, max_new_tokens=8, after=word, steps=3)
+    assert finished and agent.tokenizer.convert_ids_to_tokens(response) == [word] * 3
+
+
+def test_stop_ids_follow_the_prompt_format(checkpoint_tokenizer):
+    """Qwen3-Base prompting in plain text stops at its eos alone (its generation_config's is the same id); under
+    ChatML, at <|im_end|> too. Llama 3 Instruct: its generation_config's three ids, <|eot_id|> first (its eos)."""
+    source, qwen = checkpoint_tokenizer(QWEN_BASE)
+    assert stop_token_ids(qwen, list(source.stops), chat_template=False) == (151643,)
+    assert stop_token_ids(qwen, list(source.stops), chat_template=True) == (151643, 151645)
+    source, llama = checkpoint_tokenizer(LLAMA)
+    assert stop_token_ids(llama, list(source.stops), chat_template=True) == (128009, 128001, 128008)
+    assert stop_token_ids(llama, None, chat_template=True) == (128009,)  # its eos is its end of turn
 
 
 def test_a_local_folders_own_files_win_over_the_table(checkpoint_tokenizer, tmp_path):

@@ -49,7 +49,7 @@ SETTINGS = [
 @pytest.mark.parametrize("sampling", SETTINGS)
 def test_sampling_settings_match_the_hf_backend(sampling):
     hf = HFRolloutEngine(build_tiny_model("llama", TOKENIZER, 16, 1, 2), TOKENIZER)._generation_config(sampling)
-    kwargs = sampling_kwargs(sampling, n=3, eos_id=EOS)
+    kwargs = sampling_kwargs(sampling, n=3, stop_ids=EOS)
     assert kwargs["n"] == 3 and kwargs["max_tokens"] == hf.max_new_tokens == sampling.max_new_tokens
     assert kwargs["stop_token_ids"] == [hf.eos_token_id] == [EOS]
     assert kwargs["detokenize"] is False and kwargs["logprobs"] is None  # old log-probs come from the trainer
@@ -113,7 +113,7 @@ def test_vllm_backend_without_vllm_is_one_config_error_with_exit_code_2(capsys):
 def test_vllm_sampling_params_accept_the_mapping():
     vllm = pytest.importorskip("vllm", reason=NEEDS_VLLM)
     for sampling in SETTINGS:
-        kwargs = sampling_kwargs(sampling, n=2, eos_id=EOS)
+        kwargs = sampling_kwargs(sampling, n=2, stop_ids=EOS)
         params = vllm.SamplingParams(**kwargs)
         assert (params.n, params.max_tokens, params.temperature) == (2, sampling.max_new_tokens, kwargs["temperature"])
         assert list(params.stop_token_ids) == [EOS]
