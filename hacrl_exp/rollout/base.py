@@ -69,6 +69,15 @@ class RolloutEngine(Protocol):
         ...
 
 
+def pad_and_stop_ids(tokenizer, stop_ids: Sequence[int] = ()) -> tuple[int, tuple[int, ...]]:
+    """A rollout engine's (pad id, stop ids): the tokenizer's pad token (its EOS when it has none), and its EOS followed
+    by `stop_ids` (agents.stops.stop_token_ids), each once. ValueError for a tokenizer without an EOS token."""
+    if tokenizer.eos_token_id is None:
+        raise ValueError("tokenizer has no EOS token; set tokenizer.eos_token")
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    return pad_id, tuple(dict.fromkeys([tokenizer.eos_token_id, *stop_ids]))
+
+
 def compute_device(model: torch.nn.Module) -> torch.device:
     """The device a forward of `model` computes on, where its inputs go: its parameters' device, except for an
     FSDP2 module with CPU offload (hacrl_exp.agents.sharding), whose shards stay in host RAM between forwards and are

@@ -34,7 +34,7 @@ from transformers.generation.logits_process import (
 )
 
 from hacrl_exp.faults import crash_point
-from hacrl_exp.rollout.base import Rollouts, SamplingSettings, compute_device
+from hacrl_exp.rollout.base import Rollouts, SamplingSettings, compute_device, pad_and_stop_ids
 
 SAMPLE_STREAMS = ("agent", "row")
 CACHES = ("dynamic", "static")
@@ -136,16 +136,13 @@ class HFRolloutEngine:
         sort_rows: bool = False,
         stop_ids: Sequence[int] = (),
     ):
-        if tokenizer.eos_token_id is None:
-            raise ValueError("tokenizer has no EOS token; set tokenizer.eos_token")
         if sample_stream not in SAMPLE_STREAMS:
             raise ValueError(f"sample_stream={sample_stream!r} is not one of {SAMPLE_STREAMS}")
         if cache not in CACHES:
             raise ValueError(f"cache={cache!r} is not one of {CACHES}")
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
         self.sample_stream, self.cache, self.sort_rows = sample_stream, cache, sort_rows
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.stop_ids = tuple(dict.fromkeys([tokenizer.eos_token_id, *stop_ids]))
+        self.pad_id, self.stop_ids = pad_and_stop_ids(tokenizer, stop_ids)
         weights_dtype = next(model.parameters()).dtype
         self.generation_dtype = generation_dtype if generation_dtype not in (None, weights_dtype) else None
         self._copy: torch.nn.Module | None = None

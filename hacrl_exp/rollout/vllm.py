@@ -34,7 +34,7 @@ import torch
 
 from hacrl_exp.config.schema import VLLMConfig
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.rollout.base import Rollouts, SamplingSettings
+from hacrl_exp.rollout.base import Rollouts, SamplingSettings, pad_and_stop_ids
 from hacrl_exp.rollout.hf import split_response
 
 INSTALL = 'pip install -e ".[gpu]" on a CUDA machine, or use rollout=hf'
@@ -164,12 +164,9 @@ class VLLMRolloutEngine:
                 f"rollout.backend=vllm runs on this process's current GPU (cuda:{torch.cuda.current_device()}), but "
                 f"the agent is on {device}; run agents on other GPUs as Ray actors (executor=ray)"
             )
-        if tokenizer.eos_token_id is None:
-            raise ValueError("tokenizer has no EOS token; set tokenizer.eos_token")
         self.model, self.tokenizer, self.settings = model, tokenizer, settings
         self._weights = weights or (lambda: model.state_dict().items())
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-        self.stop_ids = tuple(dict.fromkeys([tokenizer.eos_token_id, *stop_ids]))  # the EOS first, as in the HF engine
+        self.pad_id, self.stop_ids = pad_and_stop_ids(tokenizer, stop_ids)
         self._vllm = vllm
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: weights load without copies
         os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")  # its torch.distributed rendezvous stays local
