@@ -211,6 +211,7 @@ def make_engine(
         tokenizer,
         max_batch_size=max_batch_size,
         sample_stream=stream,
+        sampler=rollout.sampler if rollout is not None else "multinomial",
         generation_dtype=copy_dtype,  # a bf16 copy of float32 weights (none when the weights are bf16 already)
         optimizer=optimizer,
         cache=rollout.hf_cache if rollout is not None else "dynamic",

@@ -35,6 +35,7 @@ CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trai
     "task.grader_forms": ("requested", "value"),  # hacrl_exp.rewards.FORMS (a test holds them equal)
     "rollout.backend": ("hf", "vllm"),
     "rollout.sample_stream": ("agent", "row"),
+    "rollout.sampler": ("multinomial", "inverse_cdf"),  # hacrl_exp.rollout.hf.SAMPLERS
     "rollout.hf_cache": ("dynamic", "static"),
     "tracking.backend": ("mlflow", "none"),
     "executor.backend": ("local", "ray"),
@@ -255,6 +256,13 @@ def _check_gpu(config: Config) -> None:
         raise ConfigError(
             "rollout.sample_stream=row is built for rollout=hf only (vLLM draws per request); "
             "set rollout.sample_stream=agent or use rollout=hf"
+        )
+    if config.rollout.sampler != "multinomial" and (
+        config.rollout.backend != "hf" or config.rollout.sample_stream != "agent"
+    ):
+        raise ConfigError(
+            f"rollout.sampler={config.rollout.sampler} draws from the agent stream of rollout=hf (vLLM samples"
+            " itself, sample_stream=row per row); set rollout.sampler=multinomial, or rollout=hf, sample_stream=agent"
         )
     if config.rollout.backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise ConfigError(

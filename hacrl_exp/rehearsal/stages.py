@@ -29,16 +29,17 @@ class CutDown:
     config: Config
     changes: list[str] = field(default_factory=list)
 
-    def set(self, section, key: str, value, label: str) -> None:
+    def set(self, section, key: str, value, label: str, why: str = "") -> None:
         old = getattr(section, key)
         if old != value:
             setattr(section, key, value)
-            self.changes.append(f"{label}: {old} → {value}")
+            self.changes.append(f"{label}: {old} → {value}" + (f" ({why})" if why else ""))
 
 
 def cut_down(config: Config, stand_ins: dict[str, Path], folder: Path) -> CutDown:
     """Pretrained agents → their stand-in folders; steps, prompts, G, micro-batch, evaluation limit and threads → the
-    rehearsal's; a private MLflow store; tiny agents without warm start. Lengths stay the preset's."""
+    rehearsal's; the agent stream's sampler → inverse CDF; a private MLflow store; tiny agents without warm start.
+    Lengths stay the preset's."""
     cut = CutDown(copy.deepcopy(config))
     new, settings = cut.config, config.rehearsal
     for name, path in stand_ins.items():
@@ -53,6 +54,9 @@ def cut_down(config: Config, stand_ins: dict[str, Path], folder: Path) -> CutDow
     block = new.trainer.prompts_per_step * new.trainer.group_size
     if block % new.trainer.minibatches_per_block:
         cut.set(new.trainer, "minibatches_per_block", 1, "trainer.minibatches_per_block")
+    if new.rollout.backend == "hf" and new.rollout.sample_stream == "agent":
+        why = "the same distribution; torch.multinomial over a 152k vocabulary costs ~5 ms a token on a CPU"
+        cut.set(new.rollout, "sampler", "inverse_cdf", "rollout.sampler", why)
     new.trainer.output_dir = str(folder / "run")
     cut.changes.append(f"trainer.output_dir: {config.trainer.output_dir} → {new.trainer.output_dir}")
     if new.tracking.backend == "mlflow":

@@ -82,7 +82,12 @@ AGENT_DEFAULTS = {
 """Keys of an agent that are left out of the comparison at these values, so a checkpoint written before they existed
 still resumes. Another value changes what was trained (a warm start stopped at a target accuracy) or the checkpoint's
 layout (optim/<name>.dcp, sharding), so it must stay."""
-ADDED_DEFAULTS = {"rollout.sample_stream": "agent", "task.heldout_seed": "0", "task.grader_forms": "requested"}
+ADDED_DEFAULTS = {
+    "rollout.sample_stream": "agent",
+    "rollout.sampler": "multinomial",
+    "task.heldout_seed": "0",
+    "task.grader_forms": "requested",
+}
 """Keys added after checkpoints were written, left out of the comparison at the value that behaves as before they
 existed, so those checkpoints still resume. Another value changes what is sampled, so it must stay."""
 
