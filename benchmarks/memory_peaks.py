@@ -98,20 +98,7 @@ def synthetic_batch(sizes: Sizes, rows: int, seed: int = 0) -> LearnerBatch:
     prompts = torch.randint(3, sizes.vocab, (rows, sizes.prompt_len), generator=g).tolist()
     responses = torch.randint(3, sizes.vocab, (rows, sizes.response_len), generator=g).tolist()
     old = [torch.full((sizes.response_len,), -math.log(sizes.vocab), dtype=torch.float64) for _ in range(rows)]
-    return LearnerBatch(
-        prompt_ids=prompts,
-        response_ids=responses,
-        source=torch.zeros(rows, dtype=torch.long),
-        is_self=torch.ones(rows, dtype=torch.bool),
-        advantages=torch.tensor([1.0, -1.0] * (rows // 2), dtype=torch.float64),
-        old_mean_logp=torch.stack([o.mean() for o in old]),
-        loss_weight=torch.ones(rows, dtype=torch.float64),
-        alpha=torch.zeros(rows, dtype=torch.float64),
-        old_token_logp=old,
-        ref_token_logp=old,
-        block_sizes=[rows],
-        temperature=1.0,
-    )
+    return LearnerBatch.own_rows(prompts, responses, torch.tensor([1.0, -1.0] * (rows // 2)), old)
 
 
 def measure(case: Case, micro_batches: int = 2) -> dict:

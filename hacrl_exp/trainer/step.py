@@ -73,6 +73,34 @@ class LearnerBatch:
     def __len__(self) -> int:
         return len(self.response_ids)
 
+    @classmethod
+    def own_rows(
+        cls,
+        prompt_ids: list[list[int]],
+        response_ids: list[list[int]],
+        advantages: torch.Tensor,
+        old_token_logp: list[torch.Tensor],
+        temperature: float = 1.0,
+    ) -> LearnerBatch:
+        """A batch of the learner's own rows only, in one block (what GSPO trains on): weight 1, α 0, the reference
+        log-probs equal to the old ones (KL 0 at the start), old_mean_logp_i = mean_t old_token_logp_{i,t}.
+        For benchmarks and tests that build a batch without rollouts."""
+        rows = len(response_ids)
+        return cls(
+            prompt_ids=prompt_ids,
+            response_ids=response_ids,
+            source=torch.zeros(rows, dtype=torch.long),
+            is_self=torch.ones(rows, dtype=torch.bool),
+            advantages=advantages.double(),
+            old_mean_logp=torch.stack([o.mean() for o in old_token_logp]),
+            loss_weight=torch.ones(rows, dtype=torch.float64),
+            alpha=torch.zeros(rows, dtype=torch.float64),
+            old_token_logp=list(old_token_logp),
+            ref_token_logp=list(old_token_logp),
+            block_sizes=[rows],
+            temperature=temperature,
+        )
+
     @property
     def lengths(self) -> list[int]:
         """Tokens of each row, prompt + response (what a micro-batch pads to)."""

@@ -45,20 +45,7 @@ def make_batch(agent) -> LearnerBatch:
         logp, mask = response_logprobs(agent.model, prompts, responses, agent.pad_id)
     # old log-probs a little off the model's, so the ratios differ from 1 and the loss has a gradient
     old = [logp[r, : int(mask[r].sum())].double() - 0.01 * (r % 3) for r in range(ROWS)]
-    return LearnerBatch(
-        prompt_ids=prompts,
-        response_ids=responses,
-        source=torch.zeros(ROWS, dtype=torch.long),
-        is_self=torch.ones(ROWS, dtype=torch.bool),
-        advantages=torch.linspace(-1, 1, ROWS).double(),
-        old_mean_logp=torch.stack([o.mean() for o in old]),
-        loss_weight=torch.ones(ROWS).double(),
-        alpha=torch.zeros(ROWS).double(),
-        old_token_logp=old,
-        ref_token_logp=old,
-        block_sizes=[ROWS],
-        temperature=1.0,
-    )
+    return LearnerBatch.own_rows(prompts, responses, torch.linspace(-1, 1, ROWS), old)
 
 
 def train(agent, kl_coef=0.0) -> dict:
