@@ -70,6 +70,9 @@ class Comparison:
     """Power of the report's rule at this many seeds, by simulation (hacrl_exp.report.power); mean column only."""
     seeds_for_power: int | None = None
     """Seeds for 80% power under the same simulation; None: more than power.MAX_SEEDS, or nothing to simulate."""
+    means: tuple[float, float] = (math.nan, math.nan)
+    """A's and B's mean over the seeds both have (those of per_seed), so that A − B is the mean Δ; NaN when only the
+    differences are known (rederive)."""
 
     @property
     def verdict(self) -> str:
@@ -126,7 +129,8 @@ def compare(
     weights = None if is_benchmark else 1.0 / pairs.groupby(["seed", "category"])["problem_id"].transform("count")
     test = paired_test(pairs["score_a"], pairs["score_b"], pairs["problem_id"], weights, **boot)
     d = tuple(float(x) for x in (va.loc[seeds] - vb.loc[seeds]).to_numpy())
-    return seed_comparison(agent, a, b, column, d, test, rules, boot.get("level", 0.95))
+    found = seed_comparison(agent, a, b, column, d, test, rules, boot.get("level", 0.95))
+    return replace(found, means=(float(va.loc[seeds].mean()), float(vb.loc[seeds].mean())))
 
 
 def seed_comparison(

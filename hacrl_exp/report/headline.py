@@ -8,6 +8,8 @@ only from a passing Holm-adjusted TOST, "refuted" with its bound, "not establish
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 
 from hacrl_exp.evaluation.report import markdown_table
@@ -58,7 +60,10 @@ def costs_phrase(c: Comparison, cost: pd.DataFrame) -> tuple[str, str]:
 
 
 def accuracies(c: Comparison, accuracy: pd.DataFrame) -> tuple[float, float]:
-    """A's and B's mean final accuracy over seeds for the comparison's agent and column."""
+    """A's and B's mean final accuracy over the seeds both ran (so that A − B is Δ, even where a method lacks a seed);
+    the accuracy table's means over all seeds for a comparison rebuilt from its differences alone."""
+    if not any(math.isnan(m) for m in c.means):
+        return c.means
     cells = accuracy.set_index(["agent", "method"])[c.column]
     return cells.get((c.agent, c.a)).mean, cells.get((c.agent, c.b)).mean
 
@@ -98,11 +103,12 @@ def headline_markdown(found: list[Comparison], accuracy: pd.DataFrame, cost: pd.
     headers = ["agent", "A vs B", "A", "B", "Δ", f"{pct}% CI (seeds, not adjusted)", "seeds ahead / tied / behind",
                "Holm p (test)", "held equal", "verdict"]  # fmt: skip
     families = sorted({(c.family, c.tests) for c in headline_rows(found)})
+    tests = ", ".join(f"{f}: {m} tests" for f, m in families)
     note = (
-        f"A and B are mean final held-out accuracies over seeds. Intervals are {pct}% t-intervals of the per-seed "
-        "differences, not adjusted for multiplicity; p-values and verdicts are Holm-adjusted over every test of "
-        f"their family ({', '.join(f'{f}: {m} tests' for f, m in families)}). Costs are A's over B's, means over "
-        "seeds (the Costs section)."
+        "A and B are mean final held-out accuracies over the seeds both ran. Intervals are "
+        f"{pct}% t-intervals of the per-seed differences, not adjusted for multiplicity; p-values and verdicts are "
+        f"Holm-adjusted over every test of their family ({tests}). Costs are A's over B's, means over seeds (the Costs "
+        "section)."
     )
     return "\n\n".join([markdown_table(headers, rows), "\n".join(sentences), note])
 

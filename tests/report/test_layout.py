@@ -47,6 +47,21 @@ def test_the_headline_gives_absolute_accuracies_and_what_each_comparison_held_eq
     assert "Held equal: rollouts; HACPO had 0.90× gen. tokens, 2.00× rows, 2.00× updates" in gspo
 
 
+def test_a_and_b_are_means_over_the_seeds_both_ran(tmp_path):
+    """GSPO×2 lacks seed 2 (a killed job): HACPO's accuracy next to it is its mean over seeds 0 and 1, so A − B is
+    the Δ beside them, not a mean over seeds GSPO×2 never ran."""
+    from hacrl_exp.report.build import _compute
+    from hacrl_exp.report.headline import headline_markdown
+    from tests.report.synthetic import ACCURACY
+
+    accuracy = {**ACCURACY, ("strong", "GSPO×2"): (0.50, 0.50)}
+    b = _compute(validate_report(SETTINGS), make_data(accuracy), tmp_path)
+    head = headline_markdown(b.found, b.accuracy, b.cost, 0.95)
+    # HACPO: 0.65, 0.65 at seeds 0-1 (0.617 over all three); GSPO×2 0.50, 0.50
+    assert "| strong | HACPO vs GSPO×2 | 0.650 | 0.500 | +0.150 |" in head
+    assert "| strong | HACPO vs GSPO | 0.617 | 0.500 | +0.117 |" in head  # both ran every seed: all three
+
+
 def test_costs_not_logged_by_older_runs_are_said_so(tmp_path):
     from hacrl_exp.report.build import _compute
     from hacrl_exp.report.headline import headline_markdown
