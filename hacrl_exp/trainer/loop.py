@@ -119,6 +119,9 @@ def train(config: Config, output_dir: Path, on_evaluate: EvalHook | None = None)
 def _train(
     config: Config, plan: RunPlan, task, on_evaluate: EvalHook | None, cleanup: ExitStack, stop: StopRequests
 ) -> dict:
+    # the job's process seconds count from here: the process may have run other jobs before (a multirun reuses its
+    # joblib/loky workers), and time.process_time() counts from the process's start
+    process_start = time.process_time()
     trainer, algo_cfg = config.trainer, config.algorithm
     if trainer.threads:
         torch.set_num_threads(trainer.threads)
@@ -134,7 +137,7 @@ def _train(
     )
     counters = {n: {"rollouts_total": 0.0, "tokens_total": 0.0} for n in names}
     costs = {n: zero_costs() for n in names}  # cumulative cost/* per agent (trainer/costs.py)
-    process_before = 0.0  # the job's process seconds in the runs this one resumes (time.process_time() adds its own)
+    process_before = 0.0  # the job's process seconds in the runs this one resumes
     start_step, run_ids = 0, None
     if checkpoint is not None:
         state = load_checkpoint(checkpoint)
@@ -177,9 +180,12 @@ def _train(
             metrics = {f"eval/{k}": v for k, v in evals[step][name].items()}
             log.add(step, {**metrics, **benchmark_metrics}, name, tracker)
 
+    def job_process_seconds() -> float:
+        return process_before + time.process_time() - process_start
+
     def checkpoint_now(step: int) -> None:
         state = {"counters": counters, "run_ids": tracker.run_ids, "capability": capability.state_dict()}
-        state.update(costs=costs, process_seconds=process_before + time.process_time())
+        state.update(costs=costs, process_seconds=job_process_seconds())
         state.update(config=params, config_hash=config_hash(params), tracking_uri=getattr(tracker, "uri", None))
         log.flush(tracker)  # metrics up to this step are durable before the checkpoint names it
         saved = save_checkpoint(output_dir / "checkpoints", step, workers.save, state, trainer.keep_checkpoints)
@@ -253,7 +259,7 @@ def _train(
             log.add(step, metrics, name, tracker)
         phases = {f"time/{k}_s": v for k, v in times.items()}
         job_times = {"time/step_s": step_time, "time/other_s": step_time - sum(times.values()), **phases}
-        log.add(step, {**job_times, "cost/process_seconds": process_before + time.process_time()}, None, tracker)
+        log.add(step, {**job_times, "cost/process_seconds": job_process_seconds()}, None, tracker)
         bar.set_postfix_str(progress_text(names, pool, capability.batch, step_time))
 
         # with checkpoints, metrics become durable together with the checkpoint that covers them, so a resumed run

@@ -2,6 +2,7 @@
 
 import json
 import math
+import time
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,9 @@ def run(tmp_path, *extra, agents="pair", steps=3):
 @pytest.mark.parametrize("agents", ["pair", "three_way"])
 @pytest.mark.parametrize("algorithm", ["hacpo", "naive", "gspo", "gspo_x2", "gspo_update_matched"])
 def test_three_steps(tmp_path, agents, algorithm):
+    before = time.process_time()  # pytest's process has run other tests already, as a multirun worker runs jobs
     summary, rows = run(tmp_path, f"algorithm={algorithm}", "tracking.backend=none", agents=agents)
+    spent = time.process_time() - before
     n_agents = 2 if agents == "pair" else 3
     g = 8 if algorithm == "gspo_x2" else 4
     assert summary["last_step"] == 3
@@ -39,6 +42,8 @@ def test_three_steps(tmp_path, agents, algorithm):
             sources = [k for k in row if k.startswith("cross/from_") and k.endswith("/rows_run")]
             assert len(sources) == n_agents - 1
     assert (tmp_path / "checkpoints" / "latest").is_file()
+    job = [r["cost/process_seconds"] for r in rows if r["agent"] == "" and "cost/process_seconds" in r]
+    assert 0 < job[-1] <= spent  # this job's CPU seconds, not the process's since it started
 
 
 def check_costs(rows: list[dict], agent: str, rows_per_step: int, passes: int) -> None:
