@@ -147,9 +147,13 @@ def start_table(starts: pd.DataFrame, seeds: list[int]) -> str:
         values = " ".join(num(by_seed["start"].get(s, float("nan"))) for s in seeds)
         reached = by_seed["warm start accuracy"]
         warm = " ".join(num(by_seed["warm start accuracy"].get(s, float("nan"))) for s in seeds)
-        warm = warm if reached.notna().any() else "not logged by these runs"
-        target = part["target"].dropna().unique()
-        warm += f" (target {', '.join(map(str, target))})" if len(target) else ""
+        # MLflow params hold an unset target as the string "None"; runs from before targets existed hold nothing
+        target = [t for t in part["target"].dropna().unique() if str(t) not in ("None", "null", "")]
+        if reached.isna().all():
+            warm = (
+                "not logged by these runs" if target else "no target: a fixed step count (the start is where it landed)"
+            )
+        warm += f" (target {', '.join(map(str, target))})" if target else ""
         rows.append([agent, num(part["start"].mean()), values, warm])
     headers = ["agent", "start (mean)", f"start per seed ({', '.join(map(str, seeds))})", "warm start reached"]
     return markdown_table(headers, rows)

@@ -127,7 +127,13 @@ def test_a_start_near_the_ceiling_is_noted():
                            "target": None})  # fmt: skip
     text = regime_markdown(runs, starts, {"strong": 400, "weak": 400}, ["GSPO", "HACPO"])
     assert "strong starts at 0.980 on average, within 0.05 of the ceiling: its comparisons have little room" in text
-    assert "weak starts" not in text and "| weak | 0.300 | 0.200 0.300 0.400 | not logged by these runs |" in text
+    no_target = "no target: a fixed step count (the start is where it landed)"
+    assert "weak starts" not in text and f"| weak | 0.300 | 0.200 0.300 0.400 | {no_target} |" in text
+    starts["target"] = "None"  # how MLflow's params hold an unset target
+    assert f"| weak | 0.300 | 0.200 0.300 0.400 | {no_target} |" in regime_markdown(runs, starts, {"weak": 400}, [])
+    starts["target"] = "0.2"  # a target, but a run that did not log where it stopped
+    text = regime_markdown(runs, starts, {"weak": 400}, [])
+    assert "| weak | 0.300 | 0.200 0.300 0.400 | not logged by these runs (target 0.2) |" in text
 
 
 def test_jobs_link_to_their_mlflow_runs():
