@@ -229,7 +229,7 @@ class RolloutConfig:
     does not depend on batching and a sharded agent generates data-parallel over its ranks (hf only)."""
     sampler: str = "multinomial"
     """How the agent stream draws (hf only): multinomial (transformers' torch.multinomial) | inverse_cdf (one uniform
-    per row against the cumulative probabilities: the same distribution, ~15x cheaper per step over a 152k vocabulary
+    per row against the cumulative probabilities: the same distribution, ~6x cheaper per step over a 152k vocabulary
     on a CPU; rollout.hf.InverseCdfSampler). Another value draws other samples from the same seed."""
     hf_cache: str = "dynamic"
     """hf backend's KV cache: dynamic | static (transformers compiles the decoding steps with CUDA graphs on CUDA;

@@ -19,8 +19,8 @@ Two sources of randomness (rollout.sample_stream):
 How the agent stream draws (rollout.sampler):
   - multinomial (default): transformers' `torch.multinomial` over the warped probabilities;
   - inverse_cdf: one uniform per row and a search of the cumulative probabilities (`InverseCdfSampler`), the same
-    distribution from another use of the stream. On a CPU, `torch.multinomial` over a 151,936-token vocabulary costs
-    about 5 ms per decoding step; the inverse CDF about 0.3 ms. The rehearsal (hacrl_exp.rehearsal) uses it.
+    distribution from another use of the stream. On one CPU thread, softmax + `torch.multinomial` over a 151,936-token
+    vocabulary cost 6.6 ms per decoding step for 2 rows, the inverse CDF 1.0 ms (side by side). The rehearsal uses it.
 """
 
 from __future__ import annotations
