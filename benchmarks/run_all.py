@@ -42,7 +42,7 @@ def _warm_start(job: tuple[list[str], str]) -> float:
     import torch
 
     from benchmarks.harness import bench_config
-    from hacrl_exp.agents.factory import tiny_model
+    from hacrl_exp.agents.factory import warm_started_tiny_model
     from hacrl_exp.tasks import build_task
 
     torch.set_num_threads(1)
@@ -50,7 +50,7 @@ def _warm_start(job: tuple[list[str], str]) -> float:
     config = bench_config(overrides)
     started = time.perf_counter()
     index = list(config.agents.members).index(name)
-    tiny_model(name, config.agents.members[name], build_task(config.task), config, index)
+    warm_started_tiny_model(config.agents.members[name], build_task(config.task), config, index)
     return time.perf_counter() - started
 
 

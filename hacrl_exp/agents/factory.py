@@ -27,12 +27,6 @@ def cache_dir(config: Config) -> Path:
     return Path(config.trainer.cache_dir or default)
 
 
-def tiny_model(name: str, cfg: AgentConfig, task, config: Config, index: int):
-    """A tiny agent's (model, tokenizer): built from config, then warm-started (cached by config hash)."""
-    model, tokenizer, _ = warm_started_tiny_model(cfg, task, config, index)
-    return model, tokenizer
-
-
 def warm_started_tiny_model(cfg: AgentConfig, task, config: Config, index: int):
     """(model, tokenizer, warm_start metrics) of a tiny agent: built from config, then warm-started (cached by config
     hash). Its initialisation, BPE corpus and warm-start examples are drawn with seed · 1000 + index from the task's

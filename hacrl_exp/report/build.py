@@ -109,7 +109,7 @@ def _write(config: ReportConfig, data: ReportData, out: Path, name: str) -> Repo
     b = _compute(config, data, out)
     level, legend = config.level, render.legend(config.significance)
     regime = regime_markdown(data.runs, warm_starts(data, b.final), b.problems, b.methods)
-    head = headline_markdown(b.found, b.accuracy, b.cost, level)
+    head = headline_markdown(b.found, b.cost, level)
     (out / "headline.md").write_text(f"{regime}\n\n{head}\n\n{legend}\n")
     md = [f"# Report: {name}", "", regime, "", "## Headline", "", head, "", legend, ""]
     md += ["## Paired differences", ""] + sections.forest(b)

@@ -8,8 +8,6 @@ only from a passing Holm-adjusted TOST, "refuted" with its bound, "not establish
 
 from __future__ import annotations
 
-import math
-
 import pandas as pd
 
 from hacrl_exp.evaluation.report import markdown_table
@@ -59,18 +57,10 @@ def costs_phrase(c: Comparison, cost: pd.DataFrame) -> tuple[str, str]:
     return held, text
 
 
-def accuracies(c: Comparison, accuracy: pd.DataFrame) -> tuple[float, float]:
-    """A's and B's mean final accuracy over the seeds both ran (so that A − B is Δ, even where a method lacks a seed);
-    the accuracy table's means over all seeds for a comparison rebuilt from its differences alone."""
-    if not any(math.isnan(m) for m in c.means):
-        return c.means
-    cells = accuracy.set_index(["agent", "method"])[c.column]
-    return cells.get((c.agent, c.a)).mean, cells.get((c.agent, c.b)).mean
-
-
-def headline_sentence(c: Comparison, accuracy: pd.DataFrame, cost: pd.DataFrame) -> str:
-    """One sentence per headline row: verdict, accuracies, Δ with its interval, direction over seeds, costs."""
-    a, b = accuracies(c, accuracy)
+def headline_sentence(c: Comparison, cost: pd.DataFrame) -> str:
+    """One sentence per headline row: verdict, A's and B's mean accuracy over the seeds both ran (`Comparison.means`,
+    so that A − B is Δ even where a method lacks a seed), Δ with its interval, direction over seeds, costs."""
+    a, b = c.means
     held, differed = costs_phrase(c, cost)
     numbers = f"{num(a)} vs {num(b)}, Δ {signed(c.seeds.mean)} {bracket(c.seeds.low, c.seeds.high)}, {seeds_phrase(c)}"
     if c.verdict in (BEAT, FELL_SHORT):
@@ -86,17 +76,17 @@ def headline_sentence(c: Comparison, accuracy: pd.DataFrame, cost: pd.DataFrame)
     return f"{SYMBOL[c.verdict]} **{c.agent}**: {text}.{costs}"
 
 
-def headline_markdown(found: list[Comparison], accuracy: pd.DataFrame, cost: pd.DataFrame, level: float) -> str:
+def headline_markdown(found: list[Comparison], cost: pd.DataFrame, level: float) -> str:
     """The headline table, its sentences, and the note on which numbers are adjusted."""
     rows, sentences = [], []
     for c in headline_rows(found):
-        a, b = accuracies(c, accuracy)
+        a, b = c.means
         ahead, tied, behind = c.counts
         rows.append(
             [c.agent, f"{c.a} vs {c.b}", num(a), num(b), signed(c.seeds.mean), bracket(c.seeds.low, c.seeds.high),
              f"{ahead} / {tied} / {behind}", deciding(c), costs_phrase(c, cost)[0], f"{SYMBOL[c.verdict]} {c.verdict}"]
         )  # fmt: skip
-        sentences.append(f"- {headline_sentence(c, accuracy, cost)}")
+        sentences.append(f"- {headline_sentence(c, cost)}")
     if not rows:
         return "None: the selection lacks HACPO or every baseline, and no other comparison reached a verdict."
     pct = round(100 * level)

@@ -56,7 +56,7 @@ def test_a_and_b_are_means_over_the_seeds_both_ran(tmp_path):
 
     accuracy = {**ACCURACY, ("strong", "GSPO×2"): (0.50, 0.50)}
     b = _compute(validate_report(SETTINGS), make_data(accuracy), tmp_path)
-    head = headline_markdown(b.found, b.accuracy, b.cost, 0.95)
+    head = headline_markdown(b.found, b.cost, 0.95)
     # HACPO: 0.65, 0.65 at seeds 0-1 (0.617 over all three); GSPO×2 0.50, 0.50
     assert "| strong | HACPO vs GSPO×2 | 0.650 | 0.500 | +0.150 |" in head
     assert "| strong | HACPO vs GSPO | 0.617 | 0.500 | +0.117 |" in head  # both ran every seed: all three
@@ -74,7 +74,7 @@ def test_costs_not_logged_by_older_runs_are_said_so(tmp_path):
            "process s." in costs  # fmt: skip
     row = next(x for x in costs.splitlines() if x.startswith("| strong | HACPO | 1280 | 11520 |"))
     assert row.count("not logged") == 6
-    head = headline_markdown(b.found, b.accuracy, b.cost, 0.95)
+    head = headline_markdown(b.found, b.cost, 0.95)
     sentence = next(x for x in head.splitlines() if x.startswith("- ○ **strong**: HACPO vs GSPO×2"))
     assert "HACPO had 0.50× rollouts, 0.45× gen. tokens of GSPO×2's; rows, updates, fwd tokens, bwd tokens, process " \
            "s, job process s not logged by these runs." in sentence  # fmt: skip
