@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from hacrl_exp.tracking.store import artifact_location, default_uri
+from hacrl_exp.tracking.store import default_uri, experiment_id_and_tags
 
 ARTIFACT_DIR = "results"
 """The artifact folder of an evaluation run's per-sample, per-problem and summary parquet files."""
@@ -63,7 +63,4 @@ def _experiment(client, training_run_id: str | None, name: str) -> str:
             return client.get_run(training_run_id).info.experiment_id
         except Exception:  # not in this store (another URI, deleted): fall back to the named experiment
             pass
-    found = client.get_experiment_by_name(name)
-    if found:
-        return found.experiment_id
-    return client.create_experiment(name, artifact_location=artifact_location(client.tracking_uri))
+    return experiment_id_and_tags(client, name)[0]

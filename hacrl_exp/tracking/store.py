@@ -105,6 +105,23 @@ def artifact_location(uri: str) -> str | None:
     return (Path(uri[len(SQLITE) :]).resolve().parent / "mlruns").as_uri()
 
 
+def experiment_id_and_tags(client, name: str) -> tuple[str, dict[str, str]]:
+    """Experiment `name`'s id and tags, the experiment created (artifacts at `artifact_location`, no tags) when the
+    store has none by that name. Another job may create it between the lookup and the create (jobs side by side
+    sharing a store): its experiment is then read, not an error."""
+    from mlflow.exceptions import MlflowException
+
+    found = client.get_experiment_by_name(name)
+    if found is None:
+        try:
+            return client.create_experiment(name, artifact_location=artifact_location(client.tracking_uri)), {}
+        except MlflowException as exc:
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS":
+                raise
+            found = client.get_experiment_by_name(name)
+    return found.experiment_id, dict(found.tags)
+
+
 def store_source(cfg: TrackingConfig) -> str:
     """The setting the store's URI comes from, for error messages."""
     if cfg.uri:

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 from hacrl_exp.config.schema import TrackingConfig
 from hacrl_exp.faults import crash_point
 from hacrl_exp.tracking.names import EXPERIMENT_KIND, EXPERIMENT_NOTE, agent_run_name, model_name
-from hacrl_exp.tracking.store import artifact_location, quiet_mlflow_logging, store_location
+from hacrl_exp.tracking.store import experiment_id_and_tags, quiet_mlflow_logging, store_location
 from hacrl_exp.tracking.views import runs_link, write_views
 
 log = logging.getLogger(__name__)
@@ -136,7 +136,7 @@ class MlflowTracker:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(self.uri)
-        experiment_id = self.experiment_id = self._experiment(cfg.experiment, agents)
+        experiment_id = self.experiment_id = open_experiment(self.client, cfg.experiment, agents)
         self.pending: dict[str, list] = {}
         self.logged: dict[str, dict[str, int]] = {}
         self.system_metrics = None
@@ -179,23 +179,6 @@ class MlflowTracker:
             )
             self._log_params(child.info.run_id, agent_params)
         self._start_system_metrics(cfg, resume=False)
-
-    def _experiment(self, name: str, agents: list[str]) -> str:
-        """The experiment's id, created if new (artifacts beside a sqlite store), tagged as model development (so
-        MLflow 3's UI opens on its runs, not on GenAI traces), described unless it already has a description, with
-        saved views that show these agents' final accuracy (hacrl_exp.tracking.views)."""
-        found = self.client.get_experiment_by_name(name)
-        if found is None:
-            experiment_id = self.client.create_experiment(name, artifact_location=artifact_location(self.uri))
-            found_tags: dict[str, str] = {}
-        else:
-            experiment_id, found_tags = found.experiment_id, found.tags
-        if found_tags.get("mlflow.experimentKind") != EXPERIMENT_KIND:
-            self.client.set_experiment_tag(experiment_id, "mlflow.experimentKind", EXPERIMENT_KIND)
-        if "mlflow.note.content" not in found_tags:
-            self.client.set_experiment_tag(experiment_id, "mlflow.note.content", EXPERIMENT_NOTE)
-        write_views(self.client, experiment_id, agents, found_tags)
-        return experiment_id
 
     def _missing_runs(self, run_ids: dict[str, str]) -> list[str]:
         """The run ids (of a checkpoint) this store does not hold."""
@@ -389,17 +372,34 @@ class MlflowTracker:
             )
 
 
+def open_experiment(client, name: str, agents: list[str]) -> str:
+    """The id of experiment `name`, created if new (artifacts beside a sqlite store; `experiment_id`), tagged as model
+    development (so MLflow 3's UI opens on its runs, not on GenAI traces), described unless it already has a
+    description, with saved views that show these agents' final accuracy (hacrl_exp.tracking.views)."""
+    experiment_id, found_tags = experiment_id_and_tags(client, name)
+    if found_tags.get("mlflow.experimentKind") != EXPERIMENT_KIND:
+        client.set_experiment_tag(experiment_id, "mlflow.experimentKind", EXPERIMENT_KIND)
+    if "mlflow.note.content" not in found_tags:
+        client.set_experiment_tag(experiment_id, "mlflow.note.content", EXPERIMENT_NOTE)
+    write_views(client, experiment_id, agents, found_tags)
+    return experiment_id
+
+
 def create_stores(configs) -> None:
-    """Create the MLflow stores of these (job) configs before jobs start side by side: two processes creating the
-    same new sqlite store at once break MLflow's schema migration (seen: 'duplicate column name: step')."""
-    uris = {store_location(c.tracking).uri for c in configs if c.tracking.backend == "mlflow"}
-    if uris:
+    """Create the MLflow stores of these (job) configs, and their experiments, before jobs start side by side: two
+    processes creating the same new sqlite store at once break MLflow's schema migration (seen: 'duplicate column
+    name: step'), and two creating one experiment at once fail on its unique name."""
+    experiments: dict[tuple[str, str], list[str]] = {}
+    for config in configs:
+        if config.tracking.backend == "mlflow":
+            agents = experiments.setdefault((store_location(config.tracking).uri, config.tracking.experiment), [])
+            agents += [a for a in config.agents.members if a not in agents]
+    if experiments:
         from mlflow.tracking import MlflowClient
 
         quiet_mlflow_logging()
-
-        for uri in sorted(uris):
-            MlflowClient(uri).search_experiments(max_results=1)
+        for (uri, name), agents in sorted(experiments.items()):
+            open_experiment(MlflowClient(uri), name, agents)
 
 
 def close_running_runs(
