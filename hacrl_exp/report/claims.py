@@ -48,7 +48,8 @@ def hypotheses(methods: list[str]) -> list[Hypothesis]:
         out.append(Hypothesis("H3", "removing a mechanism lowers accuracy", "HACPO", "HACPO −X"))
     out.append(Hypothesis("H4", "HACPO > GSPO", "HACPO", "GSPO"))
     if UPDATE_MATCHED in methods:
-        out.append(Hypothesis("H4u", "HACPO > GSPO with as many updates and trained rows", "HACPO", UPDATE_MATCHED))
+        claim = "HACPO > GSPO with as many generated rollouts and updates"
+        out.append(Hypothesis("H4u", claim, "HACPO", UPDATE_MATCHED))
     return out
 
 

@@ -235,13 +235,38 @@ def code_versions(runs: pd.DataFrame) -> str:
     return f"Code: git commit {listed}." + (" " + "; ".join(flags) + "." if flags else "")
 
 
+IDLE_GAP = pd.Timedelta(minutes=10)
+"""A pause this long with no job running splits a grid's wall-clock into spans (a grid run in parts)."""
+
+
 def wall_clock(runs: pd.DataFrame) -> str:
-    """When the jobs ran and the sum of their wall-clock times (what a grid costs at one job at a time)."""
+    """When the jobs ran: the spans in which some job was running (split at pauses of `IDLE_GAP` or more, so a grid
+    run in parts is not read as one long run), each with its jobs and minutes, and the sum of the jobs' own wall-clock
+    times (what a grid costs at one job at a time)."""
     jobs = runs.drop_duplicates("parent_id")
-    start, end = pd.to_datetime(jobs["job_start"]), pd.to_datetime(jobs["job_end"])
-    hours = (end - start).dt.total_seconds().sum() / 3600
-    span = f"{start.min():%Y-%m-%d %H:%M} to {end.max():%Y-%m-%d %H:%M} UTC"
-    return f"Wall-clock: {len(jobs)} jobs from {span}; the jobs' own times sum to {hours:.2f} h."
+    times = pd.DataFrame({"start": pd.to_datetime(jobs["job_start"]), "end": pd.to_datetime(jobs["job_end"])})
+    times = times.dropna().sort_values("start")
+    hours = (times["end"] - times["start"]).dt.total_seconds().sum() / 3600
+    spans: list[list] = []  # [first start, last end, jobs]
+    for start, end in zip(times["start"], times["end"]):
+        if spans and start - spans[-1][1] < IDLE_GAP:
+            spans[-1][1], spans[-1][2] = max(spans[-1][1], end), spans[-1][2] + 1
+        else:
+            spans.append([start, end, 1])
+
+    def span(a, b, n: int | None = None) -> str:
+        jobs_in = f"{n} job{'s' * (n != 1)}, " if n is not None else ""
+        return f"{a:%Y-%m-%d %H:%M}–{b:%H:%M} UTC ({jobs_in}{(b - a).total_seconds() / 60:.0f} min)"
+
+    if len(spans) == 1:
+        where = span(*spans[0][:2])
+    else:
+        where = f"in {len(spans)} parts, " + ", ".join(span(*s) for s in spans)
+    running = sum((b - a).total_seconds() for a, b, _ in spans) / 60
+    return (
+        f"Wall-clock: {len(jobs)} jobs, {where}: {running:.0f} min with a job running; the jobs' own times sum to "
+        f"{hours:.2f} h."
+    )
 
 
 def findings_markdown(found: list[Comparison], level: float) -> str:

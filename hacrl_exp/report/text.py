@@ -89,7 +89,7 @@ def verdict_phrase(c: Comparison) -> str:
     tried = ["a difference across seeds"]
     tried += [f"equivalence within ±{num(c.margin.value)}"] if c.margin else []
     tried += [f"a refutation of {signed(c.effect.value)}"] if c.effect else []
-    tried_text = f"neither {', nor '.join(tried)}" if len(tried) > 1 else f"no {tried[0]}"
+    tried_text = f"neither {', nor '.join(tried)}" if len(tried) > 1 else "no difference across seeds"
     return f"{SYMBOL[c.verdict]} {c.a} vs {c.b} for {c.agent}: not established ({tried_text})"
 
 

@@ -241,3 +241,9 @@ def test_qualified_problem_ids_when_the_heldout_seed_varies():
     assert list(qualify_problem_ids(same, problems)["problem_id"]) == ["eval/add3/0", "eval/add3/0"]
     unrecorded = runs.assign(heldout_seed=[None, None])
     assert qualify_problem_ids(unrecorded, problems) is problems
+
+
+def test_a_comparison_with_only_the_difference_test_says_no_difference_was_established(built):
+    """No margin and no hypothesised effect (the update-matched GSPO vs GSPO): the one test tried is named."""
+    line = line_starting(built, "- ○ GSPO (update-matched) vs GSPO for strong")
+    assert "not established (no difference across seeds)" in line

@@ -405,13 +405,19 @@ def test_the_selection_says_when_the_jobs_ran_and_what_they_cost(report):
     from hacrl_exp.report.render import wall_clock
 
     built, _, _ = report
-    assert re.search(r"Wall-clock: 8 jobs from \d{4}-\d\d-\d\d \d\d:\d\d to \d{4}-\d\d-\d\d \d\d:\d\d UTC; the jobs' "
-                     r"own times sum to \d+\.\d\d h\.", built.markdown)  # fmt: skip
+    assert re.search(r"Wall-clock: 8 jobs, \d{4}-\d\d-\d\d \d\d:\d\d–\d\d:\d\d UTC \(\d+ min\): \d+ min with a job "
+                     r"running; the jobs' own times sum to \d+\.\d\d h\.", built.markdown)  # fmt: skip
     t = pd.Timestamp("2026-12-03 14:00", tz="UTC")
     minutes = pd.Timedelta(minutes=1)
-    jobs = pd.DataFrame({"parent_id": ["a", "a", "b"], "job_start": [t, t, t + 120 * minutes],
-                         "job_end": [t + 30 * minutes, t + 30 * minutes, t + 165 * minutes]})  # fmt: skip
-    assert (
-        wall_clock(jobs)
-        == "Wall-clock: 2 jobs from 2026-12-03 14:00 to 2026-12-03 16:45 UTC; the jobs' own times sum to 1.25 h."
+    starts, ends = [0, 0, 10, 120], [20, 20, 30, 165]
+    jobs = pd.DataFrame({"parent_id": ["a", "a", "b", "c"], "job_start": [t + m * minutes for m in starts],
+                         "job_end": [t + m * minutes for m in ends]})  # fmt: skip
+    # a grid run in two parts: the pause (30 to 120 min) is no job's time; a job's agent runs repeat its parent's row
+    assert wall_clock(jobs) == (
+        "Wall-clock: 3 jobs, in 2 parts, 2026-12-03 14:00–14:30 UTC (2 jobs, 30 min), 2026-12-03 16:00–16:45 UTC "
+        "(1 job, 45 min): 75 min with a job running; the jobs' own times sum to 1.42 h."
+    )
+    assert wall_clock(jobs.iloc[:3]) == (
+        "Wall-clock: 2 jobs, 2026-12-03 14:00–14:30 UTC (30 min): 30 min with a job running; the jobs' own times "
+        "sum to 0.67 h."
     )
