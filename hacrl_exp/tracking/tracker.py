@@ -373,9 +373,9 @@ class MlflowTracker:
 
 
 def open_experiment(client, name: str, agents: list[str]) -> str:
-    """The id of experiment `name`, created if new (artifacts beside a sqlite store; `experiment_id`), tagged as model
-    development (so MLflow 3's UI opens on its runs, not on GenAI traces), described unless it already has a
-    description, with saved views that show these agents' final accuracy (hacrl_exp.tracking.views)."""
+    """The id of experiment `name` (created if new: `experiment_id_and_tags`), tagged as model development (so
+    MLflow 3's UI opens on its runs, not on GenAI traces), described unless it already has a description, with saved
+    views that show these agents' final accuracy (hacrl_exp.tracking.views)."""
     experiment_id, found_tags = experiment_id_and_tags(client, name)
     if found_tags.get("mlflow.experimentKind") != EXPERIMENT_KIND:
         client.set_experiment_tag(experiment_id, "mlflow.experimentKind", EXPERIMENT_KIND)
