@@ -78,8 +78,8 @@ def headline_sentence(c: Comparison, cost: pd.DataFrame) -> str:
 
 def headline_markdown(found: list[Comparison], cost: pd.DataFrame, level: float) -> str:
     """The headline table, its sentences, and the note on which numbers are adjusted."""
-    rows, sentences = [], []
-    for c in headline_rows(found):
+    rows, sentences, shown = [], [], headline_rows(found)
+    for c in shown:
         a, b = c.means
         ahead, tied, behind = c.counts
         rows.append(
@@ -92,7 +92,7 @@ def headline_markdown(found: list[Comparison], cost: pd.DataFrame, level: float)
     pct = round(100 * level)
     headers = ["agent", "A vs B", "A", "B", "Δ", f"{pct}% CI (seeds, not adjusted)", "seeds ahead / tied / behind",
                "Holm p (test)", "held equal", "verdict"]  # fmt: skip
-    families = sorted({(c.family, c.tests) for c in headline_rows(found)})
+    families = sorted({(c.family, c.tests) for c in shown})
     tests = ", ".join(f"{f}: {m} tests" for f, m in families)
     note = (
         "A and B are mean final held-out accuracies over the seeds both ran. Intervals are "
@@ -136,7 +136,7 @@ def start_table(starts: pd.DataFrame, seeds: list[int]) -> str:
         by_seed = part.set_index("seed")
         values = " ".join(num(by_seed["start"].get(s, float("nan"))) for s in seeds)
         reached = by_seed["warm start accuracy"]
-        warm = " ".join(num(by_seed["warm start accuracy"].get(s, float("nan"))) for s in seeds)
+        warm = " ".join(num(reached.get(s, float("nan"))) for s in seeds)
         # MLflow params hold an unset target as the string "None"; runs from before targets existed hold nothing
         target = [t for t in part["target"].dropna().unique() if str(t) not in ("None", "null", "")]
         if reached.isna().all():
