@@ -27,7 +27,7 @@ from hacrl_exp.config.schema import (
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.trainer import step as learner_step
 from hacrl_exp.trainer.params import learner_params
-from hacrl_exp.trainer.rollouts import SourceRollouts
+from hacrl_exp.trainer.step import SourceRollouts
 
 PEAK_FLOPS = {"cuda": 989e12}  # H200 dense bf16; MFU is left out on other devices
 GIB = 1 << 30

@@ -5,7 +5,7 @@
 The agent is agents=solo's opt_char (OPT, hidden 96, 3 layers, char tokenizer; no warm start, so every response
 runs to rollout.max_new_tokens and each step does the same work), trained with algorithm=gspo on 8 prompts × G 8 and
 algorithm.kl_coef=0.001 (every reward is 0 untrained, so only the KL term gives rows to train, with a reference).
-Five ways, one after another, each timing phases 1–3 (rollout; of it, generation) and 5 (learn) per step, the first
+Five ways, one after another, each timing phases 1–3 (rollout; of it, generation) and 5–7 (learn) per step, the first
 step dropped:
   W = 1: one unsharded AgentWorker in this process: 1 and 2 torch threads, and 1 thread with rollout.sample_stream=row
          (each row its own generator: the cost of drawing per row, hacrl_exp.rollout.hf.RowSampler);
@@ -89,11 +89,12 @@ def run_steps(worker, steps: int, profile: bool) -> dict:
 
 
 def _rank(rank: int, world: int, ports, steps: int, result: str, extra: list[str]) -> None:
+    from hacrl_exp.trainer.params import learner_params
     from hacrl_exp.trainer.validate import preflight
     from hacrl_exp.trainer.worker import AgentWorker, RankGroup
 
     config = preflight([*OVERRIDES, *extra, "executor=ray", f"agents.members.opt_char.world_size={world}"])
-    worker = AgentWorker(config, 0, 1, None, RankGroup(rank, world))
+    worker = AgentWorker(config, 0, learner_params(config).get(0), 1, None, RankGroup(rank, world))
     if rank == 0:  # rank 0's rendezvous port, to the others (what the Ray executor does through store_port)
         for _ in range(world - 1):
             ports.put(worker.store_port())
@@ -119,10 +120,12 @@ def sharded(steps: int, world: int = 2, extra: tuple[str, ...] = ()) -> dict:
 
 
 def unsharded(steps: int, threads: int = 2, extra: tuple[str, ...] = ()) -> dict:
+    from hacrl_exp.trainer.params import learner_params
     from hacrl_exp.trainer.validate import preflight
     from hacrl_exp.trainer.worker import AgentWorker
 
-    worker = AgentWorker(preflight([*OVERRIDES, *extra]), 0, threads)
+    config = preflight([*OVERRIDES, *extra])
+    worker = AgentWorker(config, 0, learner_params(config).get(0), threads)
     return run_steps(worker, steps, profile=False)
 
 

@@ -25,7 +25,8 @@ from hacrl_exp.config.schema import AgentConfig, Config, ExecutorConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.ray_cluster import connect, import_ray
 from hacrl_exp.tasks.base import Problem, Task
-from hacrl_exp.trainer.rollouts import SharedRollouts
+from hacrl_exp.trainer.params import LearnerParams
+from hacrl_exp.trainer.step import SharedRollouts
 from hacrl_exp.trainer.worker import AgentWorker, RankGroup
 
 Times = dict[str, float]
@@ -54,14 +55,14 @@ class Executor:
         results = self.call(method, dict.fromkeys(range(len(self.workers)), args))
         return [results[i] for i in range(len(self.workers))]
 
-    def rollout(self, problems: Sequence[Problem], group: int) -> list[tuple[SharedRollouts, Times]]:
+    def rollout(self, problems: Sequence[Problem], group_size: int) -> list[tuple[SharedRollouts, Times]]:
         """Phases 1–3 on every agent (`AgentWorker.rollout`): its shared rollouts and phase seconds, in agent order."""
-        return self.call_all("rollout", problems, group)
+        return self.call_all("rollout", problems, group_size)
 
     def learn(
         self, sources: Mapping[int, tuple[dict[int, SharedRollouts], torch.Tensor]]
     ) -> dict[int, tuple[dict[str, float], Times]]:
-        """Phases 4–7 on each learner k in `sources` (`AgentWorker.learn(shared rollouts, ρ_k)`): metrics, seconds."""
+        """Phases 5–7 on each learner k in `sources` (`AgentWorker.learn(shared rollouts, ρ_k)`): metrics, seconds."""
         return self.call("learn", sources)
 
     def take_costs(self) -> list[dict[str, float]]:
@@ -102,9 +103,9 @@ class Executor:
 class LocalExecutor(Executor):
     """Every agent in this process, called one after another."""
 
-    def __init__(self, config: Config, task: Task | None = None) -> None:
+    def __init__(self, config: Config, learners: Mapping[int, LearnerParams], task: Task | None = None) -> None:
         n = len(config.agents.members)
-        self.workers = [AgentWorker(config, i, config.trainer.threads, task) for i in range(n)]
+        self.workers = [AgentWorker(config, i, learners.get(i), config.trainer.threads, task) for i in range(n)]
 
     def call(self, method: str, args: Mapping[int, tuple]) -> dict[int, Any]:
         return {i: getattr(self.workers[i], method)(*a) for i, a in args.items()}
@@ -124,7 +125,7 @@ class RayExecutor(Executor):
 
     parallel = True
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, learners: Mapping[int, LearnerParams]) -> None:
         settings = config.executor
         self.ray = import_ray()
         self.owns_ray = connect(settings.address, settings.include_dashboard, settings.num_cpus, settings.runtime_env)
@@ -138,7 +139,9 @@ class RayExecutor(Executor):
             total = sum(m.world_size for m in members.values())
             _check_fits(cluster, total, settings, "agents" if total == len(members) else "agent ranks")
             _check_placements(cluster, members)
-            self.groups = [self._start(config, i, member, threads) for i, member in enumerate(members.values())]
+            self.groups = [
+                self._start(config, i, learners.get(i), member, threads) for i, member in enumerate(members.values())
+            ]
             self.workers = [group[0] for group in self.groups]
             self.call_all("ready")  # build errors (a bad model path, ...) surface here, as in the local executor
             self._join_rank_groups()
@@ -150,14 +153,16 @@ class RayExecutor(Executor):
             self.close()  # and the private Ray with it
             raise
 
-    def _start(self, config: Config, index: int, member: AgentConfig, threads: int) -> list:
+    def _start(
+        self, config: Config, index: int, params: LearnerParams | None, member: AgentConfig, threads: int
+    ) -> list:
         """Start agent `index`'s actors: one, or a packed rank group (formed later by `_join_rank_groups`)."""
         settings = config.executor
         extra = {member.placement: PLACEMENT_SHARE} if member.placement else {}
         actor = self.ray.remote(_ActorWorker)
         options = {"num_cpus": settings.cpus_per_agent, "num_gpus": settings.gpus_per_agent, "resources": extra}
         if not sharded(member):
-            return [actor.options(**options).remote(config, index, threads)]
+            return [actor.options(**options).remote(config, index, params, threads)]
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -176,7 +181,7 @@ class RayExecutor(Executor):
         return [
             actor.options(
                 **options, scheduling_strategy=PlacementGroupSchedulingStrategy(group, placement_group_bundle_index=r)
-            ).remote(config, index, threads, None, RankGroup(r, world))
+            ).remote(config, index, params, threads, None, RankGroup(r, world))
             for r in range(world)
         ]
 
@@ -281,8 +286,9 @@ class _ActorWorker(AgentWorker):
         return ray.get_runtime_context().get_node_id()
 
 
-def make_executor(config: Config, task: Task | None = None) -> Executor:
-    """The executor named by executor.backend, with one worker per agent, built. In-process workers share `task`."""
+def make_executor(config: Config, learners: Mapping[int, LearnerParams], task: Task | None = None) -> Executor:
+    """The executor named by executor.backend, with one worker per agent, built, each handed its learner's params
+    (`learners`, resolved once by the driver; none for a frozen agent). In-process workers share `task`."""
     if config.executor.backend == "ray":
-        return RayExecutor(config)
-    return LocalExecutor(config, task)
+        return RayExecutor(config, learners)
+    return LocalExecutor(config, learners, task)

@@ -3,7 +3,7 @@
 - A new run refuses a folder that already holds anything but Hydra's own files (`.hydra/`, `*.log`).
 - `RunLock`: an exclusive `flock` on <run>/.lock for as long as the process trains; a second process is refused
   with the holder's pid. The kernel drops the lock when the holder dies, even by kill -9.
-- `plan_run`: where the run writes and which checkpoint it resumes. A step folder resumes its own run folder
+- `check_run_folder`: where the run writes and which checkpoint it resumes. A step folder resumes its own run folder
   (<run>/checkpoints/step_N) or is refused; a damaged newest checkpoint falls back to the newest intact one.
 - The checkpoint keeps the resolved config and its hash; a resume whose config differs in a key outside
   `MAY_CHANGE` is refused with the changed keys. docs/reliability.md lists the keys that may change.
@@ -57,7 +57,7 @@ MAY_CHANGE = (  # how long, how often to evaluate/checkpoint, where to log, how 
 
 
 @dataclass
-class RunPlan:
+class RunFolder:
     """Where a run writes, and the checkpoint (with its state.json) it resumes from; None for a new run."""
 
     output_dir: Path
@@ -148,7 +148,7 @@ def check_new_run_folder(folder: Path) -> None:
         )
 
 
-def plan_run(config: Config, output_dir: Path | None) -> RunPlan:
+def check_run_folder(config: Config, output_dir: Path | None) -> RunFolder:
     """Check where the run writes before anything is written; for a resume, find and check its checkpoint.
 
     output_dir: the new run's folder (None when not known yet, e.g. Hydra's job folder before Hydra starts).
@@ -159,7 +159,7 @@ def plan_run(config: Config, output_dir: Path | None) -> RunPlan:
             check_output(output_dir, "trainer.output_dir")  # not a file or device, a symlink only if asked; writable
             check_unlocked(output_dir)
             check_new_run_folder(output_dir)
-        return RunPlan(output_dir or Path("."))
+        return RunFolder(output_dir or Path("."))
     resume = Path(trainer.resume).expanduser()
     if not resume.exists():
         raise ConfigError(f"trainer.resume={trainer.resume} does not exist; give the run folder of an earlier run")
@@ -186,25 +186,25 @@ def plan_run(config: Config, output_dir: Path | None) -> RunPlan:
     check_unlocked(run)
     state = json.loads((checkpoint / "state.json").read_text())
     check_same_config(config_params(config), state, trainer.resume)
-    return RunPlan(run, checkpoint, state)
+    return RunFolder(run, checkpoint, state)
 
 
-def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Config, RunPlan]:
-    """Every check of a run that writes nothing and loads no model: run folder or resume target (`plan_run`), the
-    tracking store (a resume uses the one its checkpoint recorded, unless tracking.uri is set; a recorded store that is
-    gone is refused, never created empty), memory, the task's data rows and what they imply for the agents
-    (`check_task`), and the free space for the next checkpoint.
+def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Config, RunFolder]:
+    """Every check of a run that writes nothing and loads no model: run folder or resume target
+    (`check_run_folder`), the tracking store (a resume uses the one its checkpoint recorded, unless tracking.uri is
+    set; a recorded store that is gone is refused, never created empty), memory, the task's data rows and what they
+    imply for the agents (`check_task`), and the free space for the next checkpoint.
 
     task: the run's task when already built (else one is built here and closed). Returns the config to train with (the
-    recorded store filled in) and the plan.
+    recorded store filled in) and the folder.
     """
     from hacrl_exp.tasks import build_task
     from hacrl_exp.tracking.store import check_store
     from hacrl_exp.trainer.resources import check_memory
     from hacrl_exp.trainer.validate import check_task
 
-    plan = plan_run(config, output_dir)
-    recorded = (plan.state or {}).get("tracking_uri")
+    folder = check_run_folder(config, output_dir)
+    recorded = (folder.state or {}).get("tracking_uri")
     if recorded and not config.tracking.uri and "***" not in recorded:
         config = replace(config, tracking=replace(config.tracking, uri=recorded))
         check_recorded_store(config, recorded)
@@ -217,21 +217,21 @@ def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Con
     finally:
         if built and hasattr(task, "close"):
             task.close()
-    if output_dir is not None or plan.checkpoint is not None:  # the run folder is known (not yet Hydra's job folder)
-        check_checkpoint_room(config, plan)
-    return config, plan
+    if output_dir is not None or folder.checkpoint is not None:  # the run folder is known (not yet Hydra's job folder)
+        check_checkpoint_room(config, folder)
+    return config, folder
 
 
-def check_checkpoint_room(config: Config, plan: RunPlan) -> None:
+def check_checkpoint_room(config: Config, folder: RunFolder) -> None:
     """OutputError unless the run folder's file system holds the next checkpoint: the size of the one resumed from, or
     for a new run the agents' weights and optimizer state (`resources.checkpoint_bytes`)."""
     from hacrl_exp.trainer.resources import checkpoint_bytes
 
-    if plan.checkpoint is not None:
-        needed, what = size_of(plan.checkpoint), f"the next checkpoint (the size of {plan.checkpoint.name})"
+    if folder.checkpoint is not None:
+        needed, what = size_of(folder.checkpoint), f"the next checkpoint (the size of {folder.checkpoint.name})"
     else:
         needed, what = checkpoint_bytes(config), "the first checkpoint (weights and optimizer state)"
-    check_free_space(plan.output_dir, needed, what, "free space or give another trainer.output_dir")
+    check_free_space(folder.output_dir, needed, what, "free space or give another trainer.output_dir")
 
 
 def check_recorded_store(config: Config, recorded: str) -> None:

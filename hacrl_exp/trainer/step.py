@@ -1,28 +1,36 @@
-"""One learner's part of a training step, from the step's rollouts to its metrics (spec §1.2–§1.6, §2.1–§2.5).
+"""One agent's whole training step, generation to gradient (spec §1.2–§1.6, §2.1–§2.5).
 
-`build_batch` (phases 1–3) and `update` (phases 4–7), read top to bottom:
+The driver (`trainer/loop.py:_train`) runs the step's phases in this order, the same numbers everywhere (loop, worker,
+docs/architecture.md); an agent worker (`trainer/worker.py`) calls the functions here on its own model:
 
-1 POOL        its own rollouts, kept whole, then each source's shared ones in declared order (C1)
-2 EXCHANGE    a source's text re-tokenised for the learner (§1.3), placed under the learner's own prompt, keeping
-              the source's old mean log-prob (§1.2) and the edge's ρ(j→k) and α
-3 ADVANTAGES  over the joint group with baseline weights 1/ρ (§2.1), or over its own group (GSPO, GRPO)
-4 SCHEDULE    mini-batches in block order, once per pass; update u bounds cross ratios below by L_u (§1.6, §2.4)
-5 LOSS        the algorithm's objective on each micro-batch, plus KL on self rows; gradients accumulate
-6 STEP        gradient-norm clip and optimizer step, skipped when anything is non-finite
-7 METRICS     train/* and cross/* of docs/metrics.md
+1 ROLLOUT     `collect_rollouts`: G samples per prompt, on every agent
+2 REWARD      `collect_rollouts`: the task's grader (the one the evaluation uses)
+3 SCORE OWN   `collect_rollouts`: the agent's old log-probs before any update (§1.2), reference log-probs for KL;
+              what other agents see of the rollouts is `SharedRollouts` (text, reward, old mean log-prob)
+4 CAPABILITY  on the driver (loop.py): one capability update per step, ρ(j→k) before any advantage (§2.2)
+5 EXCHANGE    `build_batch`: the learner's own rows whole, then each source's shared rows in declared order (C1),
+              re-tokenised under the learner's own prompt (§1.3) with the source's old mean log-prob, ρ(j→k) and α
+6 ADVANTAGE   `build_batch`: over the joint group with baseline weights 1/ρ (§2.1), or over its own group (GSPO, GRPO)
+7 UPDATE      `update`: mini-batches in block order, update u bounding cross ratios below by L_u (§1.6, §2.4);
+              `micro_batch_loss` on each micro-batch (the algorithm's objective + KL on self rows), gradients
+              accumulate; gradient-norm clip and optimizer step, skipped when anything is non-finite; train/* and
+              cross/* metrics (docs/metrics.md)
+8 LOG         on the driver (loop.py)
+9 EVAL/CKPT   on the driver (loop.py, runstate.py)
 
 A row whose advantage is exactly 0 (a group with all-equal rewards) has J = 0 and ∂J/∂θ = 0 in every objective,
 so it is not run through the model unless it carries a KL term; the loss still divides by the whole mini-batch,
 so the gradient is unchanged. Ratio statistics are over the rows that were run (in the last pass, when the algorithm
-makes several). What the update costs (rows, tokens, optimizer steps) is added to the worker's `CostMeter`.
+makes several). What the step costs (rows, tokens, optimizer steps) is added to the worker's `CostMeter`.
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import time
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -30,8 +38,9 @@ import torch
 from torch.nn.utils.rnn import pad_sequence
 
 from hacrl_exp.agents.agent import Agent
-from hacrl_exp.agents.logprobs import response_logprobs
+from hacrl_exp.agents.logprobs import batched_response_logprobs, response_logprobs
 from hacrl_exp.algo import (
+    MiniBatch,
     PolicyRows,
     capability_aware_advantages,
     cross_row_statistics,
@@ -42,13 +51,130 @@ from hacrl_exp.algo import (
     sequence_log_ratio,
     stepwise_lower_bound,
 )
+from hacrl_exp.algo.losses import RowTerms
 from hacrl_exp.faults import crash_point
-from hacrl_exp.trainer.batching import length_bucketed, micro_batches
+from hacrl_exp.rollout.base import SamplingSettings, compute_device
+from hacrl_exp.tasks.base import Problem, Task
 from hacrl_exp.trainer.costs import CostMeter
 from hacrl_exp.trainer.params import LearnerParams
-from hacrl_exp.trainer.rollouts import SharedRollouts, SourceRollouts
 
 log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 1-3 ROLLOUT, REWARD, SCORE OWN
+
+
+@dataclass
+class SharedRollouts:
+    """One agent's rollouts of this step as other agents see them: P·G rows, row r answers prompt r // G.
+
+    The only per-step payload that crosses between agents (and between Ray actors): text, reward, and the
+    source's old mean log-prob over its own |y|_j tokens (spec §1.2–§1.4; C1 stores the sum and the count).
+    """
+
+    agent: int
+    prompt_index: list[int]
+    texts: list[str]
+    rewards: torch.Tensor
+    """(rows,) float64 0/1."""
+    old_mean_logp: torch.Tensor
+    """(rows,) float64: mean over the source's tokens of log π_old^(j)(y_t)."""
+    num_tokens: torch.Tensor
+    """(rows,) long: |y|_j, the response length in the source's tokenizer."""
+
+    @property
+    def group_size(self) -> int:
+        return len(self.texts) // (max(self.prompt_index) + 1)
+
+
+@dataclass
+class SourceRollouts:
+    """One agent's own rollouts of this step, whole: P·G rows, row r answers prompt r // G."""
+
+    agent: int
+    prompt_index: list[int]
+    prompt_ids: list[list[int]]
+    """Per row: the prompt in this agent's tokens (chat template applied)."""
+    response_ids: list[list[int]]
+    texts: list[str]
+    rewards: torch.Tensor
+    """(rows,) float64 0/1."""
+    old_token_logp: list[torch.Tensor]
+    """The agent's own per-token log-probs before any update (spec §1.2)."""
+    sampling: SamplingSettings
+    """What generated the rows and the temperature their old log-probs were scored at; the update scores the new
+    log-probs at the same one (one source for both halves of the ratio)."""
+    ref_token_logp: list[torch.Tensor] | None = None
+    problem_prompt_ids: list[list[int]] | None = None
+    """Per problem: its prompt in this agent's tokens, the prompt partners' answers are placed under."""
+
+    @property
+    def old_mean_logp(self) -> torch.Tensor:
+        return torch.stack([t.mean() for t in self.old_token_logp]).double()
+
+    @property
+    def group_size(self) -> int:
+        return len(self.texts) // (max(self.prompt_index) + 1)
+
+    def shared(self) -> SharedRollouts:
+        """What other agents get of these rollouts: text, reward and the old log-prob summary (no token ids)."""
+        counts = torch.tensor([len(t) for t in self.old_token_logp], dtype=torch.long)
+        return SharedRollouts(self.agent, self.prompt_index, self.texts, self.rewards, self.old_mean_logp, counts)
+
+
+def collect_rollouts(
+    agent: Agent,
+    index: int,
+    problems: list[Problem],
+    group_size: int,
+    sampling: SamplingSettings,
+    task: Task,
+    score_batch_size: int,
+    times: dict[str, float],
+    score: Callable[..., list[torch.Tensor]] | None = None,
+) -> SourceRollouts:
+    """Phases 1–3 for one agent: sample G = `group_size` responses per prompt, grade them, and score them with the
+    agent's own training model before any update of the step (the source's old log-probs, spec §1.2); also the
+    reference log-probs when the KL term is on. Adds the seconds of each phase to `times`.
+
+    score: a function of `batched_response_logprobs`'s signature and result, used instead of it (a sharded agent's
+    ranks split the chunks, agents.sharding.rank_sliced_logprobs)."""
+    started = time.perf_counter()
+    problem_prompt_ids = [agent.prompt_ids(p.prompt) for p in problems]
+    # 1 ROLLOUT
+    rollouts = agent.engine.generate(problem_prompt_ids, group_size, sampling)
+    prompt_index = [r // group_size for r in range(len(rollouts))]
+    graded = time.perf_counter()
+    # 2 REWARD
+    grades = task.grade(rollouts.texts, [problems[p] for p in prompt_index])
+    rewards = torch.tensor([g.reward for g in grades], dtype=torch.float64)
+    scored = time.perf_counter()
+    # 3 SCORE OWN: at the sampling temperature, the one the update scores the new log-probs at
+    args = (rollouts.prompt_ids, rollouts.response_ids, agent.pad_id, score_batch_size, sampling.temperature)
+    score = score or batched_response_logprobs
+    old = score(agent.model, *args)
+    ref = score(agent.reference, *args) if agent.reference is not None else None
+    done = time.perf_counter()
+    times["generate"] += graded - started
+    times["reward"] += scored - graded
+    times["score_own"] += done - scored
+    return SourceRollouts(
+        agent=index,
+        prompt_index=prompt_index,
+        prompt_ids=rollouts.prompt_ids,
+        response_ids=rollouts.response_ids,
+        texts=rollouts.texts,
+        rewards=rewards,
+        old_token_logp=old,
+        sampling=sampling,
+        ref_token_logp=ref,
+        problem_prompt_ids=problem_prompt_ids,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# 5-6 EXCHANGE, ADVANTAGE
 
 
 @dataclass
@@ -106,6 +232,10 @@ class LearnerBatch:
         """Tokens of each row, prompt + response (what a micro-batch pads to)."""
         return [len(p) + len(r) for p, r in zip(self.prompt_ids, self.response_ids)]
 
+    def sequences(self, rows: torch.Tensor) -> tuple[list[list[int]], list[list[int]]]:
+        """(prompt ids, response ids) of `rows`."""
+        return [self.prompt_ids[r] for r in rows], [self.response_ids[r] for r in rows]
+
     def on_device(self, rows: torch.Tensor, device: torch.device) -> tuple[torch.Tensor, ...]:
         """(advantages, is_self, old_mean_logp, loss_weight, alpha) of `rows`, on the model's device."""
         fields = (self.advantages, self.is_self, self.old_mean_logp, self.loss_weight, self.alpha)
@@ -123,10 +253,9 @@ def retokenize(texts: Sequence[str], tokenizer, max_response_tokens: int) -> lis
 def build_batch(
     own: SourceRollouts, sources: dict[int, SharedRollouts], rho: torch.Tensor, tokenizer, params: LearnerParams
 ) -> LearnerBatch:
-    """Phases 1–3. rho: ρ(j→k) of this learner k, (N,) (batch scope) or (P, N) (category scope)."""
-    # 1 POOL
+    """Phases 5–6 for learner k = params.index. rho: ρ(j→k), (N,) (batch scope) or (P, N) (category scope)."""
+    # 5 EXCHANGE: own rows whole, then each source's in declared order, re-tokenised under the learner's prompt
     blocks = [own] + [sources[j] for j in params.sources]
-    # 2 EXCHANGE
     rows: dict[str, list] = defaultdict(list)
     for block in blocks:
         n, mine = len(block.texts), block is own
@@ -142,7 +271,7 @@ def build_batch(
         rows["loss_weight"].append(params.mechanisms.loss_weight(block_rho.double()))
         rows["old_token_logp"] += own.old_token_logp if mine else [None] * n
         rows["ref_token_logp"] += (own.ref_token_logp or [None] * n) if mine else [None] * n
-    # 3 ADVANTAGES over the P prompts' joint groups of M = Σ_j G_j rewards, columns in block order
+    # 6 ADVANTAGE over the P prompts' joint groups of M = Σ_j G_j rewards, columns in block order
     rewards = torch.cat([b.rewards.view(max(own.prompt_index) + 1, -1) for b in blocks], dim=1)
     if params.joint_group:
         columns = torch.cat([torch.full((b.group_size,), b.agent) for b in blocks])
@@ -169,78 +298,164 @@ def build_batch(
     )
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# 7 UPDATE
+
+
+def length_bucketed(model: torch.nn.Module) -> bool:
+    """Whether an update of `model` sorts its micro-batches' rows by length: on CUDA.
+
+    A micro-batch is right-padded to its longest row (agents.logprobs), so mixed lengths waste the padding's compute.
+    Sorting changes only the order of float additions of the same per-row terms (each row's loss is divided by the
+    whole mini-batch), so it is on where that is free (CUDA kernels promise no summation order anyway) and off on
+    CPU, where the default run's digits are kept (docs/performance.md)."""
+    return compute_device(model).type == "cuda"
+
+
+def micro_batches(rows: torch.Tensor, lengths: Sequence[int], size: int, bucket: bool) -> list[torch.Tensor]:
+    """`rows` (indices into the batch) cut into micro-batches of at most `size`; with `bucket`, sorted by
+    `lengths[row]` first (a stable sort: equal lengths keep their order). Every row appears exactly once."""
+    if not len(rows):
+        return []
+    if bucket:
+        order = sorted(range(len(rows)), key=lambda i: lengths[int(rows[i])])
+        rows = rows[torch.tensor(order, dtype=torch.long)]
+    return list(rows.split(size))
+
+
+@dataclass(frozen=True)
+class MiniBatchShape:
+    """What every micro-batch loss of one mini-batch divides by: its rows and tokens, and its self rows and their
+    response tokens (the KL term's denominators)."""
+
+    rows: int
+    tokens: int
+    self_rows: int
+    self_tokens: int
+
+    @classmethod
+    def of(cls, batch: LearnerBatch, mb: MiniBatch) -> MiniBatchShape:
+        lengths = [len(batch.response_ids[r]) for r in range(mb.start, mb.stop)]
+        is_self = batch.is_self[mb.start : mb.stop].tolist()
+        self_tokens = sum(n for n, s in zip(lengths, is_self) if s)
+        return cls(mb.stop - mb.start, sum(lengths), sum(is_self), self_tokens)
+
+
+@dataclass
+class MicroBatchLoss:
+    """One micro-batch's loss (its gradient not yet taken) and what the objective applied to its rows."""
+
+    loss: torch.Tensor
+    s: torch.Tensor
+    """(B,) the sequence ratios the objective read."""
+    applied: RowTerms
+    metrics: dict[str, float]
+    """The objective's train/* metrics of this micro-batch, unprefixed."""
+    kl: float
+    """The KL term before its coefficient (0 without self rows or KL)."""
+    finite: bool
+    """New and old log-probs, ratios and loss all finite (the log-ratio clamp would hide an inf ratio)."""
+
+
+def micro_batch_loss(
+    agent: Agent, batch: LearnerBatch, rows: torch.Tensor, params: LearnerParams, lower: float, shape: MiniBatchShape
+) -> MicroBatchLoss:
+    """Phase 7's loss on one micro-batch: the new log-probs at the rollouts' temperature, s = exp(clamp(m_k −
+    m_src_old)) (§2.3), the algorithm's objective (`params.objective`, with L_u = `lower`), plus kl_coef · KL on
+    self rows (§1.5). Every term is divided by the whole mini-batch (`shape`), so micro-batches sum to its loss."""
+    prompt_ids, response_ids = batch.sequences(rows)
+    logp, mask = response_logprobs(agent.model, prompt_ids, response_ids, agent.pad_id, batch.temperature)
+    adv, is_self, old_mean, rho, alpha = batch.on_device(rows, logp.device)  # the one move to the device
+    logp = logp.double()
+    clamp = params.objective_params.log_ratio_clamp
+    log_s = sequence_log_ratio(masked_mean(logp, mask), old_mean, -clamp, clamp)
+    s = log_s.exp()
+    policy_rows = PolicyRows(
+        logp=logp,
+        mask=mask,
+        s=s,
+        advantages=adv,
+        is_self=is_self,
+        loss_weight=rho,
+        alpha=alpha,
+        lower=lower,
+        minibatch_rows=shape.rows,
+        minibatch_tokens=shape.tokens,
+        old_token_logp=_padded([batch.old_token_logp[r] for r in rows], logp) if params.token_level else None,
+    )
+    loss, metrics, applied = params.objective(policy_rows, params.objective_params)
+    kl_value = 0.0
+    if params.kl_coef > 0 and bool(is_self.any()):
+        own = is_self.nonzero().squeeze(-1)
+        ref = _padded([batch.ref_token_logp[int(rows[i])] for i in own], logp[own])
+        kl = kl_penalty(logp[own], ref, mask[own], params.kl_aggregation, shape.self_rows, shape.self_tokens)
+        loss = loss + params.kl_coef * kl
+        kl_value = float(kl.detach())
+    finite = all(bool(torch.isfinite(x).all()) for x in (logp[mask > 0], old_mean, log_s, loss))
+    return MicroBatchLoss(loss, s, applied, metrics, kl_value, finite)
+
+
+@dataclass
+class AppliedRows:
+    """Per batch row, what the update applied, as the objective applied it (logged = applied, never recomputed):
+    the ratio s, the weight on its ratio·A and whether its gradient passed the clip. NaN / False: row not run."""
+
+    ratio: torch.Tensor
+    weight: torch.Tensor
+    in_window: torch.Tensor
+
+    @classmethod
+    def none_run(cls, rows: int) -> AppliedRows:
+        nan = torch.full((rows,), math.nan, dtype=torch.float64)
+        return cls(nan, nan.clone(), torch.zeros(rows, dtype=torch.bool))
+
+    def record(self, rows: torch.Tensor, out: MicroBatchLoss) -> None:
+        self.ratio[rows] = out.s.detach().cpu()
+        self.in_window[rows], self.weight[rows] = out.applied.in_window.cpu(), out.applied.weight.cpu()
+
+
+def rows_to_run(batch: LearnerBatch, params: LearnerParams) -> torch.Tensor:
+    """(rows,) bool: the rows run through the model, all but those with A = 0 and no KL term (their gradient is 0)."""
+    if not params.skip_zero_advantage:
+        return torch.ones(len(batch), dtype=torch.bool)
+    return (batch.advantages != 0) | (batch.is_self & (params.kl_coef > 0))
+
+
 def update(
     agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list[str], cost: CostMeter | None = None
 ) -> dict[str, float]:
-    """Phases 4–7: every optimizer update of this learner for the step; returns its metrics and adds its costs to
-    `cost` (the worker's meter)."""
+    """Phase 7: every optimizer update of this learner for the step; returns its metrics and adds its costs to
+    `cost` (the worker's meter). One optimizer step per mini-batch u, its loss Σ over micro-batches."""
     cost = cost or CostMeter()
-    # 4 SCHEDULE
     schedule = minibatch_schedule(batch.block_sizes, params.minibatch_size, params.restart_u_per_source, params.passes)
-    run_rows = torch.ones(len(batch), dtype=torch.bool)
-    if params.skip_zero_advantage:
-        run_rows = (batch.advantages != 0) | (batch.is_self & (params.kl_coef > 0))
-    ratios = torch.full((len(batch),), math.nan, dtype=torch.float64)  # NaN: row not run
-    weights = torch.full((len(batch),), math.nan, dtype=torch.float64)
-    in_window = torch.zeros(len(batch), dtype=torch.bool)
+    run_rows, applied = rows_to_run(batch, params), AppliedRows.none_run(len(batch))
     trainable = [p for group in agent.optimizer.param_groups for p in group["params"]]  # float32 masters, if any
-    clamp = params.objective_params.log_ratio_clamp
+    bucket = length_bucketed(agent.model)
     stats: dict[str, list[float]] = defaultdict(list)
     skipped = empty = 0
     for mb in schedule:
         lower = stepwise_lower_bound(mb.u, params.delta, params.mechanisms.delta_step)
+        shape = MiniBatchShape.of(batch, mb)
         agent.optimizer.zero_grad(set_to_none=True)
-        lengths = [len(batch.response_ids[r]) for r in range(mb.start, mb.stop)]
-        is_self_mb = batch.is_self[mb.start : mb.stop]
-        n_self, self_tokens = int(is_self_mb.sum()), sum(n for n, s in zip(lengths, is_self_mb.tolist()) if s)
         mb_loss = mb_kl = 0.0
-        finite = True  # NaN/inf in new or old log-probs or the loss (the clamps would hide an inf ratio)
-        # 5 LOSS
+        finite = True
         run = torch.arange(mb.start, mb.stop)[run_rows[mb.start : mb.stop]]
-        for rows in micro_batches(run, batch.lengths, params.micro_batch_size, length_bucketed(agent.model)):
-            prompt_ids, response_ids = [batch.prompt_ids[r] for r in rows], [batch.response_ids[r] for r in rows]
-            logp, mask = response_logprobs(agent.model, prompt_ids, response_ids, agent.pad_id, batch.temperature)
-            adv, is_self, old_mean, rho, alpha = batch.on_device(rows, logp.device)  # the one move to the device
-            logp = logp.double()
-            log_s = sequence_log_ratio(masked_mean(logp, mask), old_mean, -clamp, clamp)
-            s = log_s.exp()
-            policy_rows = PolicyRows(
-                logp=logp,
-                mask=mask,
-                s=s,
-                advantages=adv,
-                is_self=is_self,
-                loss_weight=rho,
-                alpha=alpha,
-                lower=lower,
-                minibatch_rows=mb.stop - mb.start,
-                minibatch_tokens=sum(lengths),
-                old_token_logp=_padded([batch.old_token_logp[r] for r in rows], logp) if params.token_level else None,
-            )
-            loss, objective_metrics, applied = params.objective(policy_rows, params.objective_params)
-            for key, value in objective_metrics.items():
+        for rows in micro_batches(run, batch.lengths, params.micro_batch_size, bucket):
+            out = micro_batch_loss(agent, batch, rows, params, lower, shape)
+            for key, value in out.metrics.items():
                 stats[f"train/{key}"].append(value)
-            if params.kl_coef > 0 and bool(is_self.any()):
-                own = is_self.nonzero().squeeze(-1)
-                ref = _padded([batch.ref_token_logp[int(rows[i])] for i in own], logp[own])
-                kl = kl_penalty(logp[own], ref, mask[own], params.kl_aggregation, n_self, self_tokens)
-                loss = loss + params.kl_coef * kl
-                mb_kl += float(kl.detach())
-            finite = finite and all(bool(torch.isfinite(x).all()) for x in (logp[mask > 0], old_mean, log_s, loss))
-            loss.backward()
-            cost.trained(prompt_ids, response_ids)
-            mb_loss += float(loss.detach())
-            # what the objective applied, as it applied it (logged = applied: no formula is recomputed here)
-            ratios[rows] = s.detach().cpu()
-            in_window[rows], weights[rows] = applied.in_window.cpu(), applied.weight.cpu()
+            finite = finite and out.finite
+            out.loss.backward()
+            cost.trained(*batch.sequences(rows))
+            mb_loss, mb_kl = mb_loss + float(out.loss.detach()), mb_kl + out.kl
+            applied.record(rows, out)
         if not len(run):  # as a backward of a zero loss would: zero gradients, so Adam's moments still advance
             empty += 1
             for param in trainable:
                 param.grad = torch.zeros_like(param)
         stats["train/loss"].append(mb_loss)
-        if n_self and params.kl_coef > 0:
+        if shape.self_rows and params.kl_coef > 0:
             stats["train/kl"].append(mb_kl)
-        # 6 STEP
         grad_norm = torch.nn.utils.clip_grad_norm_(trainable, params.max_grad_norm)
         if finite and torch.isfinite(grad_norm):
             agent.optimizer.step()
@@ -252,26 +467,36 @@ def update(
             what = "gradient norm" if finite else "log-probs, ratios or loss"
             log.warning("%s: non-finite %s at update u=%d; update skipped", agent.name, what, mb.u)
             agent.optimizer.zero_grad(set_to_none=True)
-        cross_run = ~is_self_mb & run_rows[mb.start : mb.stop]
+        cross_run = ~batch.is_self[mb.start : mb.stop] & run_rows[mb.start : mb.stop]
         if bool(cross_run.any()):
-            stats[f"cross/in_window_share/u{mb.u}"].append(
-                float(in_window[mb.start : mb.stop][cross_run].double().mean())
-            )
+            window = applied.in_window[mb.start : mb.stop][cross_run]
+            stats[f"cross/in_window_share/u{mb.u}"].append(float(window.double().mean()))
+    counts = {"updates": len(schedule), "skipped_updates": skipped, "empty_updates": empty}
+    return update_metrics(stats, counts, run_rows, applied, batch, params, names)
 
-    # 7 METRICS
+
+def update_metrics(
+    stats: dict[str, list[float]],
+    counts: dict[str, int],
+    run_rows: torch.Tensor,
+    applied: AppliedRows,
+    batch: LearnerBatch,
+    params: LearnerParams,
+    names: list[str],
+) -> dict[str, float]:
+    """The update's train/* and cross/* metrics (docs/metrics.md): each stat's mean over its mini-batches (dropped
+    when any is non-finite), the update counts, the share of rows run, and the cross-row statistics of what was
+    applied, over every source and per source. train/empty_updates counts mini-batches whose every advantage was 0:
+    nothing to learn, not a numerical failure."""
     metrics = {key: sum(v) / len(v) for key, v in stats.items() if all(map(math.isfinite, v))}
-    metrics["train/updates"] = float(len(schedule))
-    metrics["train/skipped_updates"] = float(skipped)
-    metrics["train/empty_updates"] = float(empty)  # every advantage 0: nothing to learn, not a numerical failure
+    metrics |= {f"train/{key}": float(value) for key, value in counts.items()}
     metrics["train/rows_run_share"] = float(run_rows.double().mean())
     cross = ~batch.is_self & run_rows
+    terms = (applied.ratio, applied.in_window, applied.weight)
     if params.sources:
-        stats_all = cross_row_statistics(ratios, in_window, weights, cross, batch.advantages)
-        metrics.update({f"cross/{k}": v for k, v in stats_all.items()})
+        metrics.update({f"cross/{k}": v for k, v in cross_row_statistics(*terms, cross, batch.advantages).items()})
     for source in params.sources:
-        per_source = cross_row_statistics(
-            ratios, in_window, weights, cross & (batch.source == source), batch.advantages
-        )
+        per_source = cross_row_statistics(*terms, cross & (batch.source == source), batch.advantages)
         metrics.update({f"cross/from_{names[source]}/{k}": v for k, v in per_source.items()})
     return metrics
 

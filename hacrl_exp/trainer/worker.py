@@ -4,8 +4,9 @@ reference model, random stream) behind the few calls the HACPO loop makes.
 The same class runs in the trainer's process (executor=local) and as a Ray actor (executor=ray), see
 `hacrl_exp.trainer.executor`. What crosses between the driver and a worker: problems in;
 `SharedRollouts` (text, reward, the source's old mean log-prob and token count per response), metrics and
-per-problem evaluation records out; the sources' `SharedRollouts` and the capability weights ρ into `learn`,
-which runs the learner's step (hacrl_exp.trainer.step) with its `LearnerParams`, resolved once here.
+per-problem evaluation records out; the sources' `SharedRollouts` and the capability weights ρ into `learn`.
+`rollout` runs phases 1–3 and `learn` phases 5–7 of one agent's step (hacrl_exp.trainer.step, where the phases are
+numbered), with the `LearnerParams` the driver resolved once and handed to it.
 Token ids, per-token log-probs and weights stay with their agent (checkpoints are written by each worker).
 
 A sharded agent (agents.members.<name>.world_size W > 1, or fsdp.offload) is W workers, one per rank, each a Ray
@@ -41,9 +42,9 @@ from hacrl_exp.trainer import step
 from hacrl_exp.trainer.checkpoint import load_agent_state, save_agent_state
 from hacrl_exp.trainer.costs import CostMeter
 from hacrl_exp.trainer.heldout import BenchmarkEvaluation, greedy_answers
-from hacrl_exp.trainer.params import learner_params
-from hacrl_exp.trainer.rollouts import SharedRollouts, SourceRollouts, collect_rollouts
+from hacrl_exp.trainer.params import LearnerParams
 from hacrl_exp.trainer.sharded_checkpoint import load_sharded_agent_state, save_sharded_agent_state
+from hacrl_exp.trainer.step import SharedRollouts, SourceRollouts
 
 
 def stream_seed(seed: int, index: int) -> int:
@@ -62,9 +63,11 @@ class RankGroup:
 class AgentWorker:
     """Agent `index` of config.agents.members, built where this object lives (warm start cached on disk).
 
+    params: its `LearnerParams`, resolved once by the driver (`trainer.params.learner_params`); None for a frozen
+    agent, which rolls out and is evaluated but never learns.
     task: the driver's task when the worker shares its process (one grader for all agents); else it builds its
     own from config.task, which gives the same prompts and grades.
-    group: set for one rank of a sharded agent (FSDP2, hacrl_exp.agents.sharding). Every rank then runs every call
+    rank_group: set for one rank of a sharded agent (FSDP2, hacrl_exp.agents.sharding). Every rank then runs every call
     on the same inputs with the same random stream, which is what makes W ranks exactly one W = 1 agent:
       - rollout, evaluate: every unit is all-gathered once at the start of the call and kept gathered to its end
         (`agents.sharding.gathered`), so generation runs on the full weights with no collective per forward. With
@@ -84,13 +87,14 @@ class AgentWorker:
         self,
         config: Config,
         index: int,
+        params: LearnerParams | None,
         threads: int | None = None,
         task: Task | None = None,
-        group: RankGroup | None = None,
+        rank_group: RankGroup | None = None,
     ) -> None:
         if threads:
             torch.set_num_threads(threads)
-        self.config, self.index, self.group = config, index, group
+        self.config, self.index, self.params, self.rank_group = config, index, params, rank_group
         self.names = list(config.agents.members)
         self.owns_task = task is None
         self.task = build_task(config.task) if task is None else task
@@ -98,16 +102,15 @@ class AgentWorker:
         # process sees, for a Ray actor the executor.gpus_per_agent GPUs Ray gave it (hacrl_exp.agents.devices)
         # a sharded agent's vLLM engine joins the agent's process group: `join` builds it, once the group is formed
         building = config
-        if group is not None and config.rollout.backend == "vllm":
+        if rank_group is not None and config.rollout.backend == "vllm":
             building = replace(config, rollout=replace(config.rollout, backend="hf"))
         self.agent = make_agent(building, self.task, None, index)
         self.listening = None  # rank 0's rendezvous socket (agents.sharding.store_socket) until `join` hands it over
-        if group is not None and group.rank == 0:
+        if rank_group is not None and rank_group.rank == 0:
             from hacrl_exp.agents.sharding import store_socket
 
             self.listening = store_socket()
             self.port = int(self.listening.getsockname()[1])
-        self.params = learner_params(config).get(index)  # None for a frozen agent
         # the one object behind both halves of every ratio: it generates the rollouts, scores their old log-probs,
         # and travels with them (SourceRollouts.sampling) to `learn`, which scores the new ones at its temperature
         self.sampling = SamplingSettings.of(config.rollout)
@@ -127,7 +130,7 @@ class AgentWorker:
 
     def store_port(self) -> int:
         """Rank 0 of a sharded agent: the 127.0.0.1 port its rendezvous socket listens on, for every rank's `join`."""
-        if self.group is None or self.group.rank != 0:
+        if self.rank_group is None or self.rank_group.rank != 0:
             raise RuntimeError(f"{self.agent.name}: store_port is asked of rank 0 of a sharded agent only")
         return self.port
 
@@ -142,9 +145,9 @@ class AgentWorker:
             shard_agent,
         )
 
-        if self.group is None:
+        if self.rank_group is None:
             raise RuntimeError(f"{self.agent.name}: join is for the ranks of a sharded agent")
-        init_rank_group(self.group.rank, self.group.world, port, self.device, self.listening)
+        init_rank_group(self.rank_group.rank, self.rank_group.world, port, self.device, self.listening)
         member, rollout, agent = self.config.agents.members[self.agent.name], self.config.rollout, self.agent
         shard_agent(agent, member, member.fsdp.offload)
         if rollout.backend == "vllm":  # one engine per rank, tensor-parallel over the group (rollout.vllm)
@@ -152,14 +155,14 @@ class AgentWorker:
             seed = agent_seed(self.config, self.index)
             agent.engine = make_engine(
                 member, agent.model, agent.tokenizer, agent.optimizer, rollout, rollout.max_batch_size, seed,
-                weights=weights, tensor_parallel_size=self.group.world,
+                weights=weights, tensor_parallel_size=self.rank_group.world,
             )  # fmt: skip
             return  # its scoring forwards are collectives (no `gathered`): every rank scores every row
         if rollout.sample_stream == "row":
             agent.engine = RankSlicedEngine(agent.engine)
         self.score = rank_sliced_logprobs
 
-    def rollout(self, problems: Sequence[Problem], group: int) -> tuple[SharedRollouts, dict[str, float]]:
+    def rollout(self, problems: Sequence[Problem], group_size: int) -> tuple[SharedRollouts, dict[str, float]]:
         """Phases 1–3 (ROLLOUT, REWARD, SCORE OWN) of one step: G samples per prompt with `self.sampling`, graded,
         scored by this agent's model before any update (spec §1.2) at the sampling temperature. Keeps the whole
         rollouts (with their sampling, which `learn` scores the new log-probs at) for `learn`; returns the part
@@ -167,8 +170,8 @@ class AgentWorker:
         times = dict.fromkeys(("generate", "reward", "score_own"), 0.0)
         score_batch = self.config.trainer.micro_batch_size
         with self.cost.process_time(), self._own_rng(), self._gathered():
-            self._own = own = collect_rollouts(
-                self.agent, self.index, problems, group, self.sampling, self.task, score_batch, times, self.score
+            self._own = own = step.collect_rollouts(
+                self.agent, self.index, problems, group_size, self.sampling, self.task, score_batch, times, self.score
             )
         self.cost.generated(own.response_ids)
         self.cost.scored(own.prompt_ids, own.response_ids, models=1 + (self.agent.reference is not None))
@@ -177,8 +180,8 @@ class AgentWorker:
     def learn(
         self, sources: dict[int, SharedRollouts], loss_weight: torch.Tensor
     ) -> tuple[dict[str, float], dict[str, float]]:
-        """Phases 4–7 of the step for this learner (hacrl_exp.trainer.step): its batch from its own rollouts of
-        the step and its sources' shared ones, then every optimizer update.
+        """Phases 5–7 (EXCHANGE, ADVANTAGE, UPDATE) of the step for this learner (hacrl_exp.trainer.step): its batch
+        from its own rollouts of the step and its sources' shared ones, then every optimizer update.
 
         loss_weight: ρ(j→k) of this learner k, (N,) or (P, N); the baseline weight is 1/ρ (spec §2.1).
         Returns the learner's metrics and the seconds of build_batch and update."""
@@ -208,14 +211,14 @@ class AgentWorker:
 
     def save(self, folder: str | Path) -> None:
         """Write this agent's part of an unpublished checkpoint folder (weights, optimizer, random stream)."""
-        if self.group is not None:
-            save_sharded_agent_state(self.agent, Path(folder), self.rng, self.group.rank)
+        if self.rank_group is not None:
+            save_sharded_agent_state(self.agent, Path(folder), self.rng, self.rank_group.rank)
         else:
             save_agent_state(self.agent, Path(folder), self.rng)
 
     def load(self, folder: str | Path) -> None:
         """Restore this agent from checkpoint `folder`."""
-        if self.group is not None:
+        if self.rank_group is not None:
             rng = load_sharded_agent_state(Path(folder), self.agent)
         else:
             rng = load_agent_state(Path(folder), self.agent)
@@ -227,7 +230,7 @@ class AgentWorker:
         close = getattr(self.task, "close", None)
         if self.owns_task and close is not None:
             close()
-        if self.group is not None and torch.distributed.is_initialized():
+        if self.rank_group is not None and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
         if self.listening is not None:
             self.listening.close()
@@ -236,7 +239,7 @@ class AgentWorker:
     def _gathered(self, with_reference: bool = True):
         """A sharded agent's weights (and its reference's) gathered for a no-gradient call (agents.sharding.gathered);
         else nothing."""
-        if self.group is None or self.config.rollout.backend == "vllm":
+        if self.rank_group is None or self.config.rollout.backend == "vllm":
             # a vLLM agent generates in its engine; its scoring forwards gather unit by unit (FSDP's default), so
             # the rank never holds the full training weights next to vLLM's (the planner's rollout peak)
             return nullcontext()

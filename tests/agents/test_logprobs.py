@@ -11,7 +11,7 @@ from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
 from hacrl_exp.config.schema import AgentConfig
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks.arithmetic import ArithmeticTask
-from hacrl_exp.trainer.rollouts import collect_rollouts
+from hacrl_exp.trainer.step import collect_rollouts
 
 TASK = ArithmeticTask(tiers=["add2"], eval_per_tier=4)
 TOKENIZER = build_tokenizer("char", TASK.alphabet)

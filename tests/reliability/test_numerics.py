@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 import hacrl_exp.algo.objectives as objectives
 import hacrl_exp.trainer.loop as loop
-import hacrl_exp.trainer.rollouts as rollouts
 import hacrl_exp.trainer.step as update
 from hacrl_exp.algo import capability_aware_advantages
 from hacrl_exp.errors import NumericsError
@@ -54,7 +53,7 @@ class Faults:
         poison(update, "response_logprobs", lambda out: (out[0] * NAN, out[1]))  # the learner's new log-probs
         poison(update, "sequence_log_ratio", lambda out: out + INF)  # the importance ratios
         poison(objectives, "sequence_policy_terms", lambda out: replace(out, objective=out.objective * INF))  # the loss
-        poison(rollouts, "batched_response_logprobs", lambda out: [t * NAN for t in out])  # the rollout's old log-probs
+        poison(update, "batched_response_logprobs", lambda out: [t * NAN for t in out])  # the rollout's old log-probs
 
     def next_step(self, step: int) -> None:
         if self.armed is not None and self.ran:

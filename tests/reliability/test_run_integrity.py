@@ -21,7 +21,7 @@ from hacrl_exp.errors import ConfigError
 from hacrl_exp.evaluation.checkpoints import resolve_checkpoints
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
-from hacrl_exp.trainer.runfolder import plan_run
+from hacrl_exp.trainer.runfolder import check_run_folder
 from hacrl_exp.trainer.validate import preflight, validate
 from tests.e2e.tiny import tiny_overrides
 from tests.reliability.test_crash_resume import deterministic, mlflow_histories
@@ -122,11 +122,11 @@ def test_a_damaged_checkpoint_falls_back_to_the_newest_intact_one(copy, damaged,
     elif manifest == "deleted":
         (step / "manifest.json").unlink()
     with caplog.at_level(logging.WARNING, logger="hacrl_exp.trainer.runfolder"):
-        plan = plan_run(resume(copy), None)
-    assert plan.checkpoint == copy / "checkpoints" / "step_000002"
+        folder = check_run_folder(resume(copy), None)
+    assert folder.checkpoint == copy / "checkpoints" / "step_000002"
     assert f"damaged checkpoint, not used: {path} is " in caplog.text
     with pytest.raises(ConfigError, match=f"holds no intact checkpoint .damaged: {path} is "):
-        plan_run(resume(step), None)  # that step folder itself
+        check_run_folder(resume(step), None)  # that step folder itself
 
 
 def test_resuming_past_a_damaged_checkpoint_is_exact(copy, finished):

@@ -1,12 +1,12 @@
-"""Length-bucketed micro-batches (trainer.batching, on CUDA): every row once, similar lengths together, and the update
-they give equals the one of micro-batches in schedule order (the same per-row terms, summed in another order)."""
+"""Length-bucketed micro-batches (trainer.step.micro_batches, on CUDA): every row once, similar lengths together, and
+the update they give equals the one of micro-batches in schedule order (the same per-row terms, summed in another
+order)."""
 
 import pytest
 import torch
 
 from hacrl_exp.config.schema import AlgorithmConfig, TrainerConfig
-from hacrl_exp.trainer import batching
-from hacrl_exp.trainer.batching import micro_batches
+from hacrl_exp.trainer.step import micro_batches
 from tests.trainer.test_update import ADVANTAGES, agent_update, make_agent, make_batch
 
 
@@ -28,7 +28,6 @@ def test_bucketed_micro_batches_give_the_same_update(algorithm, monkeypatch):
     trainer = TrainerConfig(prompts_per_step=4, group_size=4, minibatches_per_block=2, micro_batch_size=3)
     params = {}
     for bucket in (False, True):
-        monkeypatch.setattr(batching, "length_bucketed", lambda model, on=bucket: on)
         monkeypatch.setattr("hacrl_exp.trainer.step.length_bucketed", lambda model, on=bucket: on)
         agent = make_agent(kl=False)
         batch = make_batch(agent, ADVANTAGES)

@@ -24,6 +24,7 @@ from safetensors.torch import load_file
 from hacrl_exp.faults import CRASH_ENV
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import is_timing_key, read_metrics
+from hacrl_exp.trainer.params import learner_params
 from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
@@ -158,7 +159,7 @@ def test_the_rendezvous_is_loopback_only_and_a_failed_rank_stops_its_agent_at_on
     from hacrl_exp.trainer.executor import RayExecutor
 
     config = preflight([*BASE, *SHARDED])
-    executor = RayExecutor(config)
+    executor = RayExecutor(config, learner_params(config))
     try:
         opt_ranks = executor.groups[0]
         port = ray.get(opt_ranks[0].store_port.remote())

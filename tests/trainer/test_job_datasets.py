@@ -4,7 +4,7 @@ import json
 
 from hacrl_exp.tasks import build_task
 from hacrl_exp.tracking.provenance import problems_dataset
-from hacrl_exp.trainer.loop import job_datasets
+from hacrl_exp.trainer.runstate import job_datasets
 from hacrl_exp.trainer.validate import preflight
 
 

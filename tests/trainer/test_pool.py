@@ -17,8 +17,7 @@ from hacrl_exp.graph import build_graph
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.tasks.arithmetic import ArithmeticTask
 from hacrl_exp.trainer.params import LearnerParams
-from hacrl_exp.trainer.rollouts import SourceRollouts
-from hacrl_exp.trainer.step import build_batch, retokenize
+from hacrl_exp.trainer.step import SourceRollouts, build_batch, retokenize
 
 TASK = ArithmeticTask(tiers=["add3", "mul31"], eval_per_tier=4)
 NAMES = ["a", "b", "c"]

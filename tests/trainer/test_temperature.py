@@ -20,7 +20,7 @@ from tests.e2e.tiny import tiny_overrides
 @pytest.fixture(scope="module")
 def worker():
     config = preflight([*tiny_overrides("pair"), "algorithm=gspo", "agents.members.gpt2_bpe.warm_start.steps=0"])
-    return AgentWorker(config, 0)
+    return AgentWorker(config, 0, learner_params(config).get(0))
 
 
 def own_rollouts(worker, temperature: float):
