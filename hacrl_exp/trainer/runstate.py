@@ -57,10 +57,18 @@ def job_datasets(config: Config, task, eval_set: list) -> list[tuple[str, list, 
 class RunState:
     """What a checkpoint holds, and the run folder's metric log and MLflow runs; see the module docstring."""
 
-    def __init__(self, config: Config, folder: RunFolder, workers: Executor, capability: CapabilityEstimates) -> None:
-        self.config, self.folder, self.workers, self.capability = config, folder, workers, capability
+    def __init__(self, config: Config, folder: RunFolder, task: Task, workers: Executor, process_start: float) -> None:
+        """A new run's state at step 0; `start_or_resume` opens it (and loads a checkpoint's)."""
+        algo = config.algorithm
+        self.config, self.folder, self.workers = config, folder, workers
         self.output_dir = folder.output_dir
         self.names = list(config.agents.members)
+        self.params = config_params(config)
+        """The config as config.json, checkpoints and MLflow params hold it: no secret."""
+        self.eval_set = task.eval_problems()[: config.trainer.eval_limit or None]
+        self.capability = CapabilityEstimates(
+            len(self.names), task.categories, algo.capability_window, algo.capability_warmup, algo.capability_scope
+        )
         self.step = 0
         """The last step trained (the checkpoint's step on resume)."""
         self.counters = {n: {"rollouts_total": 0.0, "tokens_total": 0.0} for n in self.names}
@@ -68,13 +76,13 @@ class RunState:
         """Cumulative cost/* per agent (trainer/costs.py)."""
         self.process_before = 0.0
         """The job's process seconds in the runs this one resumes."""
-        # the job's process seconds count from here: the process may have run other jobs before (a multirun reuses
-        # its joblib/loky workers), and time.process_time() counts from the process's start
-        self.process_start = time.process_time()
+        self.process_start = process_start
+        """time.process_time() when this job's training call began (a multirun's process may have run other jobs)."""
         self.steps_run = 0
         self.last_saved: int | None = None
         self.stopped_early: int | None = None
         self.evals: dict[int, dict[str, dict[str, float]]] = {}
+        self.log: MetricsLog | None = None
         self.tracker = None
 
     @classmethod
@@ -84,13 +92,8 @@ class RunState:
         """A new run (the driver's torch seed set, config.json written) or the resumed one (agents, counters, costs
         and capability from folder.checkpoint; metrics an unreachable store missed before it sent again); either way
         with its metric log and its MLflow runs open (names, tags, params, provenance, config, data:
-        docs/tracking.md) and the task's held-out problems in `eval_set`."""
-        algo, agents = config.algorithm, len(config.agents.members)
-        window, warmup, scope = algo.capability_window, algo.capability_warmup, algo.capability_scope
-        capability = CapabilityEstimates(agents, task.categories, window, warmup, scope)
-        state = cls(config, folder, workers, capability)
-        state.process_start = process_start
-        checkpoint = folder.checkpoint
+        docs/tracking.md)."""
+        state, checkpoint, run_ids = cls(config, folder, task, workers, process_start), folder.checkpoint, None
         state.output_dir.mkdir(parents=True, exist_ok=True)
         if checkpoint is not None:
             saved = load_checkpoint(checkpoint)
@@ -98,13 +101,10 @@ class RunState:
             state.step, state.counters, run_ids = saved["step"], saved["counters"], saved["run_ids"]
             state.costs, state.process_before = saved.get("costs", state.costs), saved.get("process_seconds", 0.0)
             state.last_saved = state.step
-            capability.load_state_dict(saved["capability"])
+            state.capability.load_state_dict(saved["capability"])
         else:
-            run_ids = None
             torch.manual_seed(config.seed)  # the driver's; each worker samples from its own (seed, agent) stream
         state.log = MetricsLog(state.output_dir / "metrics.jsonl", truncate_after=state.step if checkpoint else None)
-        state.params = config_params(config)  # config.json, checkpoints and MLflow params hold no secret
-        state.eval_set = task.eval_problems()[: config.trainer.eval_limit or None]
         datasets = lambda: job_datasets(config, task, state.eval_set)  # noqa: E731 (read only when the runs are new)
         state.tracker = open_job(config, state.params, state.output_dir, run_ids, datasets)
         with state:  # the runs exist: from here a failure closes them
