@@ -18,11 +18,12 @@ import yaml
 
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.evaluation.metrics import parse_metric
+from hacrl_exp.repo import REPO_ROOT
 from hacrl_exp.rewards.extract import ANSWER_EXTRACTORS, GOLD_EXTRACTORS, SOURCE_EXTRACTORS
 from hacrl_exp.rewards.grader import COMPARE_ALIASES, COMPARES
 from hacrl_exp.tasks.math import PROMPT_SUFFIX
 
-SPEC_DIR = Path(os.environ.get("HACRL_EVAL_DIR") or Path(__file__).resolve().parents[2] / "evaluation")
+SPEC_DIR = Path(os.environ.get("HACRL_EVAL_DIR") or REPO_ROOT / "evaluation")
 """Where benchmark YAMLs live: $HACRL_EVAL_DIR, else <repo>/evaluation."""
 
 FIELD_KEYS = ("id", "problem", "answer", "category", "solution")
