@@ -138,7 +138,7 @@ def test_cli_bad_input_is_one_line_exit_2(tiny_run, tmp_path):
         ([f"checkpoints=[{tiny_run['run_dir']}]", "benchmarks=[gsm9k]"], "benchmark 'gsm9k' is unknown"),
         (
             [f"checkpoints=[{tiny_run['run_dir']}]", "benchmarks=[amc23]", f"data_dir={bad_row}"],
-            "benchmark amc23: " + str(bad_row / "amc23.jsonl") + ":2: field 'problem' (problem) is missing",
+            "benchmark amc23: " + str(bad_row / "amc23.jsonl") + ":2: field 'problem' is missing",
         ),
         (
             [f"checkpoints=[{tiny_run['run_dir']}]", "agents=[llama]"],
