@@ -36,13 +36,14 @@ from hacrl_exp.evaluation.spec import BenchmarkSpec, known_benchmarks, load_benc
 from hacrl_exp.paths import FOLLOW_SYMLINKS_FLAG, check_output, output_error, replace_atomic
 from hacrl_exp.rewards import COMPARES, EXTRACTORS, FORMS, Grader, normalize_gold
 from hacrl_exp.tasks.base import Problem
+from hacrl_exp.tasks.problem_data import data_folder
 from hacrl_exp.tasks.rows import DataError, jsonl_records
 
 
 class Batch:
     """Rows to grade, grouped by (extractor, compare rule) so each group is one `Grader.grade` call."""
 
-    def __init__(self, data_dir: str | None, extractor: str, compare: str, forms: str = FORMS[0]):
+    def __init__(self, data_dir: str | os.PathLike | None, extractor: str, compare: str, forms: str = FORMS[0]):
         self.data_dir, self.extractor, self.compare, self.forms = data_dir, extractor, compare, forms
         self._specs: dict[str, BenchmarkSpec] = {}
         self._problems: dict[str, dict[str, Problem]] = {}
@@ -207,8 +208,7 @@ def main(argv: list[str] | None = None) -> int:
             )
         if args.workers < 1 or args.timeout <= 0:
             raise ConfigError(f"--workers={args.workers} must be >= 1 and --timeout={args.timeout} > 0.")
-        data_dir = args.data_dir or os.environ.get("HACRL_DATA_DIR") or None
-        batch = Batch(data_dir, args.extractor, args.compare, args.forms)
+        batch = Batch(data_folder(args.data_dir, "--data-dir"), args.extractor, args.compare, args.forms)
         with Grader(args.timeout, args.workers) as grader:
             if inp.suffix == ".parquet":
                 payload, changed = grade_samples(inp, batch, grader)

@@ -37,11 +37,12 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.repo import REPO_ROOT
 from hacrl_exp.tracking.store import artifact_location, default_uri
 from hacrl_exp.tracking.views import COMPARE_VIEW, FINAL_VIEW, home_link, runs_link, write_views
 
 HOST = "127.0.0.1"
-REPORTS = Path(__file__).resolve().parents[1] / "reports"
+REPORTS = REPO_ROOT / "reports"
 START_S = 180.0
 """How long the MLflow server may take to answer (~20 s on an idle machine; minutes on a loaded one)."""
 

@@ -2,8 +2,8 @@
 
 A shape lists every parameter tensor of the architecture as its Hugging Face implementation builds it, so the
 parameter count is exact, not a 12·L·h² rule of thumb. Sources, in order: a tiny agent's config; a pretrained
-model's config.json on disk (a folder, or the local Hugging Face cache; never the network); the built-in table
-below of the models the paper presets use.
+model's config.json on disk (a folder, or the local Hugging Face cache; never the network); the config.json keys
+of the checkpoints the paper presets use (`agents.hub_checkpoints.KNOWN_CHECKPOINTS`).
 """
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from hacrl_exp.agents.hub_checkpoints import KNOWN_CHECKPOINTS
 from hacrl_exp.config.schema import AgentConfig
 from hacrl_exp.errors import ConfigError
 
@@ -19,33 +20,6 @@ CHAR_VOCAB = 128
 
 LLAMA_LIKE = {"llama": False, "qwen3": True, "qwen2": False, "mistral": False}
 """model_type → has per-head q/k RMSNorm (Qwen3). All: RMSNorm, SwiGLU MLP, grouped-query attention, rotary."""
-
-KNOWN_MODELS: dict[str, dict[str, Any]] = {
-    # Copied from each model's config.json on huggingface.co (2025). Checked against the model cards' counts:
-    # Qwen3-1.7B 1.7 B (1.4 B without embeddings), Qwen3-4B 4.0 B (3.6 B), Qwen3-8B 8.2 B (6.95 B), Llama-3.2-3B
-    # 3.21 B; the planner's exact counts are 1.72 B (1.41 B), 4.02 B (3.63 B), 8.19 B (6.95 B) and 3.21 B
-    # (tests/agents/test_memory_plan.py).
-    "Qwen/Qwen3-1.7B-Base": dict(model_type="qwen3", hidden_size=2048, num_hidden_layers=28, num_attention_heads=16,
-                                 num_key_value_heads=8, head_dim=128, intermediate_size=6144, vocab_size=151936,
-                                 tie_word_embeddings=True, max_position_embeddings=32768),
-    "Qwen/Qwen3-4B-Base": dict(model_type="qwen3", hidden_size=2560, num_hidden_layers=36, num_attention_heads=32,
-                               num_key_value_heads=8, head_dim=128, intermediate_size=9728, vocab_size=151936,
-                               tie_word_embeddings=True, max_position_embeddings=32768),
-    "Qwen/Qwen3-4B": dict(model_type="qwen3", hidden_size=2560, num_hidden_layers=36, num_attention_heads=32,
-                          num_key_value_heads=8, head_dim=128, intermediate_size=9728, vocab_size=151936,
-                          tie_word_embeddings=True, max_position_embeddings=40960),
-    "Qwen/Qwen3-4B-Instruct-2507": dict(model_type="qwen3", hidden_size=2560, num_hidden_layers=36,
-                                        num_attention_heads=32, num_key_value_heads=8, head_dim=128,
-                                        intermediate_size=9728, vocab_size=151936, tie_word_embeddings=True,
-                                        max_position_embeddings=262144),
-    "Qwen/Qwen3-8B-Base": dict(model_type="qwen3", hidden_size=4096, num_hidden_layers=36, num_attention_heads=32,
-                               num_key_value_heads=8, head_dim=128, intermediate_size=12288, vocab_size=151936,
-                               tie_word_embeddings=False, max_position_embeddings=32768),
-    "meta-llama/Llama-3.2-3B-Instruct": dict(model_type="llama", hidden_size=3072, num_hidden_layers=28,
-                                             num_attention_heads=24, num_key_value_heads=8, head_dim=128,
-                                             intermediate_size=8192, vocab_size=128256, tie_word_embeddings=True,
-                                             max_position_embeddings=131072),
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -178,7 +152,8 @@ def tiny_shape(agent: AgentConfig, vocab: int | None = None) -> ModelShape:
 
 
 def agent_shape(name: str, agent: AgentConfig, vocab: int | None = None) -> ModelShape:
-    """The shape of one agent: tiny from its config; pretrained from a local config.json, else KNOWN_MODELS."""
+    """The shape of one agent: tiny from its config; pretrained from a local config.json, else the
+    checkpoint's row of `KNOWN_CHECKPOINTS`."""
     if agent.model.source != "pretrained":
         return tiny_shape(agent, vocab)
     path = agent.model.path or ""
@@ -187,13 +162,14 @@ def agent_shape(name: str, agent: AgentConfig, vocab: int | None = None) -> Mode
     try:
         hf, source = AutoConfig.from_pretrained(path, local_files_only=True, trust_remote_code=False), "local"
     except (OSError, ValueError):  # not on disk (never downloaded), or its code is not in transformers
-        hf, source = KNOWN_MODELS.get(path), "built-in table"
+        known = KNOWN_CHECKPOINTS.get(path)
+        hf, source = (known.config if known else None), "built-in table"
     if hf is not None:
         try:
             return shape_from_hf_config(hf, source=f"{path} config.json ({source})")
         except ValueError as exc:
             raise ConfigError(f"agents.members.{name}.model.path={path!r}: {exc}") from None
     raise ConfigError(
-        f"agents.members.{name}.model.path={path!r}: no config.json on disk and not in the planner's table "
-        f"{sorted(KNOWN_MODELS)}; download it first (huggingface-cli download {path} config.json)"
+        f"agents.members.{name}.model.path={path!r}: no config.json on disk and not in the table of hub checkpoints "
+        f"{sorted(KNOWN_CHECKPOINTS)}; download it first (huggingface-cli download {path} config.json)"
     )

@@ -71,13 +71,10 @@ def cross_objective(
     same gradient, different loss value outside the window (spec §9.2, TV-1 C).
     clip=False is the "no Clip" ablation (spec §2.4): J = s · sg[s]^α · ρ · A with raw s.
     """
-    ratio, factor = _cross_ratio_and_factor(
-        s, advantages, loss_weight, alpha, lower_bound, clip, is_factor_on_raw_ratio
-    )
-    return ratio * factor * loss_weight * advantages
+    return _cross_terms(s, advantages, loss_weight, alpha, lower_bound, clip, is_factor_on_raw_ratio)[0]
 
 
-def _cross_ratio_and_factor(
+def _cross_terms(
     s: torch.Tensor,
     advantages: torch.Tensor,
     loss_weight: torch.Tensor | float,
@@ -86,7 +83,8 @@ def _cross_ratio_and_factor(
     clip: bool,
     is_factor_on_raw_ratio: bool,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """(c, sg[c]^α) of `cross_objective` (c = s without the clip; sg[s]^α for the paper-literal factor)."""
+    """(J_cross, ρ·sg[c]^α) of `cross_objective`: the objective and the weight it applied to c·A (c = s without the
+    clip; sg[s]^α for the paper-literal factor)."""
     check_same_shape(s=s, advantages=advantages)
     check_per_sample("loss_weight", loss_weight, s)
     check_per_sample("alpha", alpha, s)
@@ -97,7 +95,8 @@ def _cross_ratio_and_factor(
         factor_base = s if is_factor_on_raw_ratio else ratio
     else:
         ratio = factor_base = s
-    return ratio, factor_base.detach().pow(alpha)
+    factor = factor_base.detach().pow(alpha)
+    return ratio * factor * loss_weight * advantages, factor * loss_weight
 
 
 def grpo_token_objective(
@@ -166,31 +165,11 @@ def token_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return (values * mask).sum() / mask.sum().clamp_min(1.0)
 
 
-def sequence_policy_loss(
-    s: torch.Tensor,
-    advantages: torch.Tensor,
-    is_self: torch.Tensor,
-    loss_weight: torch.Tensor | float = 1.0,
-    alpha: torch.Tensor | float = 0.0,
-    lower_bound: float = 0.8,
-    *,
-    hacpo_cross: bool = True,
-    clip: bool = True,
-    is_factor_on_raw_ratio: bool = False,
-    eps_low: float = GSPO_EPS_LOW,
-    eps_high: float = GSPO_EPS_HIGH,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Policy loss of one mini-batch M at update u (spec §2.5): ℒ = −(1/|M|) Σ_{y∈M} J(y).
-
-    Self samples use `gspo_objective`. Cross samples use `cross_objective` when hacpo_cross is true
-    (HACPO), otherwise `gspo_objective` too (Naive, spec §2.6). loss_weight/alpha may be (B,) tensors
-    (their values on self rows are ignored). Returns (loss scalar, J per sample (B,)).
-    """
-    terms = sequence_policy_terms(
-        s, advantages, is_self, loss_weight, alpha, lower_bound, hacpo_cross=hacpo_cross, clip=clip,
-        is_factor_on_raw_ratio=is_factor_on_raw_ratio, eps_low=eps_low, eps_high=eps_high,
-    )  # fmt: skip
-    return -terms.objective.mean(), terms.objective
+def sequence_policy_loss(*args, **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ℒ, J per sample (B,)) of one mini-batch (spec §2.5): ℒ = −(1/|M|) Σ_{y∈M} J(y), J from
+    `sequence_policy_terms` called with the same arguments."""
+    objective = sequence_policy_terms(*args, **kwargs).objective
+    return -objective.mean(), objective
 
 
 @dataclass
@@ -221,21 +200,23 @@ def sequence_policy_terms(
     eps_low: float = GSPO_EPS_LOW,
     eps_high: float = GSPO_EPS_HIGH,
 ) -> RowTerms:
-    """J of every row of a mini-batch (spec §2.5) with the weight and window each row got (`RowTerms`); the
-    arguments are `sequence_policy_loss`'s, which is −mean J of these terms."""
+    """J of every row of a mini-batch M at update u (spec §2.5) with the weight and window each row got
+    (`RowTerms`); the policy loss is ℒ = −(1/|M|) Σ_{y∈M} J(y) (`sequence_policy_loss`).
+
+    Self samples use `gspo_objective`. Cross samples use `cross_objective` when hacpo_cross is true (HACPO),
+    otherwise `gspo_objective` too (Naive, spec §2.6). s, advantages, is_self (B,); loss_weight/alpha scalars or (B,)
+    tensors (their values on self rows are ignored).
+    """
     check_same_shape(s=s, advantages=advantages, is_self=is_self)
     own, own_window = _ppo_clip(s, advantages, eps_low, eps_high)
     ones = torch.ones_like(s.detach())
     if not hacpo_cross:  # Naive (spec §2.6): cross rows are GSPO rows
         return RowTerms(own, ones, own_window)
-    ratio, factor = _cross_ratio_and_factor(
-        s, advantages, loss_weight, alpha, lower_bound, clip, is_factor_on_raw_ratio
-    )
-    cross = ratio * factor * loss_weight * advantages  # `cross_objective`, term for term
+    cross, weight = _cross_terms(s, advantages, loss_weight, alpha, lower_bound, clip, is_factor_on_raw_ratio)
     cross_window = inside_window(s.detach(), lower_bound, 1.0) if clip else torch.ones_like(own_window)
     return RowTerms(
         objective=torch.where(is_self, own, cross),
-        weight=torch.where(is_self, ones, (factor * loss_weight).expand_as(ones)),
+        weight=torch.where(is_self, ones, weight.expand_as(ones)),
         in_window=torch.where(is_self, own_window, cross_window),
     )
 

@@ -23,9 +23,10 @@ from yaml import MarkedYAMLError
 from hacrl_exp.config.schema import Config
 from hacrl_exp.config.validate import describe
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.repo import REPO_ROOT
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "conf"
-SWEEPS_DIR = CONFIG_DIR.parent / "sweeps"
+CONFIG_DIR = REPO_ROOT / "conf"
+SWEEPS_DIR = REPO_ROOT / "sweeps"
 """The α studies: groups hparams_search and sweep (hydra_plugins/hacrl_sweeps, on conf/config.yaml's search path)."""
 HYDRA_KEYS_CHECKED = ("hydra.searchpath", "hydra.sweeper.")  # composed too: the groups they find, sweeper typos
 ConfigStore.instance().store(name="config_schema", node=Config)

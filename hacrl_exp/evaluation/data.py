@@ -1,11 +1,12 @@
 """Benchmark data: rows from a local JSONL folder, the Hugging Face hub, or the embedded arithmetic tiers -> Problems.
 
-Where data comes from (`source`): 'local' reads `<data_dir>/<dataset.local>` (data_dir defaults to $HACRL_DATA_DIR);
-'hf' loads `dataset.hf` with the `datasets` package; 'auto' is local when a data folder is given or set, else hf.
-Every problem's `prompt` is the benchmark's template filled with the row's problem text; `meta` keeps all other row
-fields (the gold check formats its text template with them). Gold answers are normalised here, once
-(`hacrl_exp.rewards.normalize_gold`); the row's answer as written stays in `meta["answer_raw"]`. Errors name the
-benchmark, the file and the 1-based line.
+Where data comes from (`source`): 'local' reads `<data folder>/<dataset.local>` (the data folder: `data_dir`, else
+$HACRL_DATA_DIR; `hacrl_exp.tasks.problem_data.data_folder`, the training task's rule too); 'hf' loads `dataset.hf`
+with the `datasets` package; 'auto' is local when a data folder is given or set, else hf. Rows become Problems
+through the training task's loader (`problem_data.problems_from_records`), with the benchmark's field names: every
+problem's `prompt` is the benchmark's template filled with the row's problem text; `meta` keeps all other row fields
+(the gold check formats its text template with them); gold answers are normalised once, the row's answer as written
+stays in `meta["answer_raw"]`. Errors name the benchmark, the file and the 1-based line.
 """
 
 from __future__ import annotations
@@ -13,32 +14,15 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterator
-from pathlib import Path
 
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.evaluation.spec import BenchmarkSpec
-from hacrl_exp.rewards import normalize_gold
 from hacrl_exp.rewards.extract import SOURCE_EXTRACTORS
 from hacrl_exp.tasks.base import Problem
-from hacrl_exp.tasks.math import DATA_DIR_ENV
-from hacrl_exp.tasks.rows import BadRows, DataError, check_unique, field_text, jsonl_records
+from hacrl_exp.tasks.problem_data import DATA_DIR_ENV, PROBLEM_PARTS, data_folder, problems_from_records
+from hacrl_exp.tasks.rows import BadRows, DataError, jsonl_records
 
 SOURCES = ("auto", "local", "hf")
-FIELD_TARGETS = ("id", "problem", "answer", "category", "solution")
-
-
-def data_folder(data_dir: str | os.PathLike | None) -> Path | None:
-    """The JSONL folder: `data_dir`, else $HACRL_DATA_DIR, else None. A named folder that is missing is an error."""
-    raw = data_dir if data_dir not in (None, "") else os.environ.get(DATA_DIR_ENV) or None
-    if raw is None:
-        return None
-    folder = Path(os.path.expanduser(os.fspath(raw)))
-    if not folder.is_dir():
-        origin = "data_dir" if data_dir not in (None, "") else DATA_DIR_ENV
-        raise ConfigError(
-            f"{origin}={os.fspath(raw)!r} is not a folder. Point it at the folder holding the JSONL files."
-        )
-    return folder
 
 
 def load_problems(
@@ -73,36 +57,8 @@ def load_problems(
     else:
         rows, where, fields = _hf_rows(spec), f"{spec.hf['path']}[{spec.hf.get('split')}] row {{}}", _hf_fields(spec)
     policy = BadRows(bad_rows, prefix=f"benchmark {spec.name}: ", hint="Fix or delete the row.")
-    seen: dict[str, int] = {}
-
-    def build(lineno: int, row: dict) -> Problem:
-        return _problem(spec, row, where.format(lineno), fields, seen, lineno)
-
-    problems = policy.keep(rows, build, where.format("*"), limit)
-    if not problems:
-        raise DataError(f"benchmark {spec.name}: {where.format('*')} has no rows.", "no_rows")
-    return problems
-
-
-def _problem(spec: BenchmarkSpec, row: dict, where: str, fields: dict, seen: dict, lineno: int) -> Problem:
-    """One Problem from a row, using the benchmark's field names; DataError names benchmark, file:line and field."""
-
-    def text(key: str, required: bool) -> str | None:
-        return field_text(row, fields.get(key), where, required, target=key)
-
-    problem, answer = text("problem", True), normalize_gold(text("answer", True))
-    pid = text("id", False) or f"{spec.name}-{lineno - 1}"
-    check_unique(pid, where, lineno, seen)
-    used = {n for n in fields.values() if n}
-    meta = {k: v for k, v in row.items() if k not in used}
-    meta.update(answer_raw=meta.get("answer_raw", text("answer", True)), problem_text=problem)
-    return Problem(
-        id=pid,
-        prompt=spec.render(problem),
-        answer=answer,
-        category=text("category", False) or "all",
-        solution=text("solution", False),
-        meta=meta,
+    return problems_from_records(
+        rows, fields, where, spec.render, lambda line: f"{spec.name}-{line - 1}", policy, limit
     )
 
 
@@ -137,7 +93,7 @@ def _hf_rows(spec: BenchmarkSpec) -> Iterator[tuple[int, dict]]:
         for target, (field_name, extractor) in spec.hf_derive.items():
             value = row.get(field_name)
             row[f"_derived_{target}"] = SOURCE_EXTRACTORS[extractor](value) if isinstance(value, str) else None
-            if target not in FIELD_TARGETS:
+            if target not in PROBLEM_PARTS:
                 row[target] = row.pop(f"_derived_{target}")
         yield i, row
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from hacrl_exp.config.evaluate_schema import EvaluateConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.evaluation.checkpoints import resolve_checkpoints
-from hacrl_exp.evaluation.data import data_folder
 from hacrl_exp.evaluation.spec import load_benchmark
 from hacrl_exp.paths import check_output
+from hacrl_exp.tasks.problem_data import data_folder
 from hacrl_exp.tracking.store import check_store
 
 

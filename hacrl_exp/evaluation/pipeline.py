@@ -48,21 +48,7 @@ def run_evaluation(config: EvaluateConfig, output_dir: Path) -> pd.DataFrame:
     if config.threads:
         torch.set_num_threads(config.threads)
     device = ("cuda" if torch.cuda.is_available() else "cpu") if config.device == "auto" else config.device
-    settings = EvalSettings(
-        data_dir=config.data_dir,
-        source=config.source,
-        limit=config.limit,
-        samples=config.samples,
-        temperature=config.sampling.temperature,
-        top_p=config.sampling.top_p,
-        top_k=config.sampling.top_k,
-        max_new_tokens=config.max_new_tokens,
-        seed=config.seed,
-        bootstrap=config.bootstrap,
-        grader_timeout_s=config.grader.timeout_s,
-        grader_workers=config.grader.workers,
-        grader_forms=config.grader.forms,
-    )
+    settings = EvalSettings.from_config(config)
     sha = git_sha()
     params = {
         "seed": config.seed,

@@ -12,6 +12,7 @@ import logging
 import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pandas as pd
@@ -26,6 +27,9 @@ from hacrl_exp.rewards.forms import compact
 from hacrl_exp.rollout.base import SamplingSettings, compute_device
 from hacrl_exp.tasks.base import Problem
 from hacrl_exp.tasks.math import gold_answer, question_text
+
+if TYPE_CHECKING:  # the schema module registers Hydra configs: not imported by a training run's evaluation
+    from hacrl_exp.config.evaluate_schema import EvaluateConfig
 
 log = logging.getLogger(__name__)
 _WARNED: set[tuple[str, int]] = set()
@@ -55,6 +59,25 @@ class EvalSettings:
     grader_workers: int = 1
     grader_forms: str = FORMS[0]
     """The grading policy rewards follow (`hacrl_exp.rewards.FORMS`); the other's headline is reported beside it."""
+
+    @classmethod
+    def from_config(cls, config: EvaluateConfig) -> EvalSettings:
+        """The settings of `python -m hacrl_exp.evaluate`: its config's fields, the one place they are copied."""
+        return cls(
+            data_dir=config.data_dir,
+            source=config.source,
+            limit=config.limit,
+            samples=config.samples,
+            temperature=config.sampling.temperature,
+            top_p=config.sampling.top_p,
+            top_k=config.sampling.top_k,
+            max_new_tokens=config.max_new_tokens,
+            seed=config.seed,
+            bootstrap=config.bootstrap,
+            grader_timeout_s=config.grader.timeout_s,
+            grader_workers=config.grader.workers,
+            grader_forms=config.grader.forms,
+        )
 
     def generation(self, spec: BenchmarkSpec) -> Generation:
         """The benchmark's generation defaults with these settings' overrides applied."""

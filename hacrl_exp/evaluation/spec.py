@@ -18,14 +18,15 @@ import yaml
 
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.evaluation.metrics import parse_metric
+from hacrl_exp.repo import REPO_ROOT
 from hacrl_exp.rewards.extract import ANSWER_EXTRACTORS, GOLD_EXTRACTORS, SOURCE_EXTRACTORS
 from hacrl_exp.rewards.grader import COMPARE_ALIASES, COMPARES
 from hacrl_exp.tasks.math import PROMPT_SUFFIX
+from hacrl_exp.tasks.problem_data import PROBLEM_PARTS
 
-SPEC_DIR = Path(os.environ.get("HACRL_EVAL_DIR") or Path(__file__).resolve().parents[2] / "evaluation")
+SPEC_DIR = Path(os.environ.get("HACRL_EVAL_DIR") or REPO_ROOT / "evaluation")
 """Where benchmark YAMLs live: $HACRL_EVAL_DIR, else <repo>/evaluation."""
 
-FIELD_KEYS = ("id", "problem", "answer", "category", "solution")
 NAMED_TEMPLATES = {"paper_math": "{problem}" + PROMPT_SUFFIX.replace("{", "{{").replace("}", "}}")}
 """Prompt templates a YAML may name instead of spelling out; `paper_math` is the training task's prompt, so the paper's
 prompt is written once (hacrl_exp.tasks.math.PROMPT_SUFFIX)."""
@@ -202,7 +203,7 @@ def parse_spec(raw: dict, path: Path) -> BenchmarkSpec:
         headline=headline,
         local_file=data.get("local"),
         hf=data.get("hf"),
-        fields={**dict.fromkeys(FIELD_KEYS), "problem": "problem", "answer": "answer", **(data.get("fields") or {})},
+        fields={**dict.fromkeys(PROBLEM_PARTS), "problem": "problem", "answer": "answer", **(data.get("fields") or {})},
         hf_fields=data.get("hf_fields") or {},
         hf_derive=derive,
         embedded=data.get("embedded"),

@@ -4,8 +4,8 @@ Each pretrained agent of the preset becomes a random-initialised model of its ch
 the real tokenizer, vocabulary, special tokens and positions, at a tiny width and depth; steps, prompts, G and the
 evaluation sizes are cut; lengths are kept. Every stage of the real run then runs once, and rehearsal.md reports
 what would break the run (errors, exit 2) or looks wrong (warnings), with the statistics of README's "Before you spend
-GPUs". Modules: checkpoints (the per-checkpoint facts table), sources (where each agent's files come from), checks,
-stats, models (the stand-ins), stages, report, pipeline (the order).
+GPUs". Modules: sources (where each agent's files come from; the per-checkpoint facts are agents.hub_checkpoints),
+checks, stats, models (the stand-ins), stages, report, pipeline (the order).
 """
 
 from hacrl_exp.rehearsal.pipeline import rehearse

@@ -2,8 +2,8 @@
 
 For an agent whose model.path (tokenizer.path) names a checkpoint:
 - config.json and generation_config.json: the checkpoint's own (a local folder, or the hub / local Hugging Face
-  cache when reachable), else the built-in tables (agents.model_shapes.KNOWN_MODELS for sizes,
-  rehearsal.checkpoints.KNOWN_CHECKPOINTS for the class and special tokens);
+  cache when reachable), else the table of hub checkpoints (agents.hub_checkpoints.KNOWN_CHECKPOINTS: sizes, class
+  and special tokens);
 - the tokenizer: the checkpoint's own files, else `rehearsal.tokenizers/<org>/<name>/`, else
   `rehearsal.tokenizers/<family>/` (tokenizer.json or tokenizer.json.gz, tokenizer_config.json) with the checkpoint's
   eos, pad and bos from KNOWN_CHECKPOINTS written over the family file's.
@@ -21,11 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from hacrl_exp.agents.model_shapes import KNOWN_MODELS
+from hacrl_exp.agents.hub_checkpoints import KNOWN_CHECKPOINTS, TOKENIZER_FAMILIES, HubCheckpoint
 from hacrl_exp.config.schema import AgentConfig, Config
 from hacrl_exp.config.validate import looks_like_local_path
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.rehearsal.checkpoints import FAMILIES, KNOWN_CHECKPOINTS, CheckpointFacts
 
 MODEL_FILES = ("config.json", "generation_config.json")
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja",
@@ -40,11 +39,11 @@ class AgentSource:
     checkpoint: str
     """model.path as the preset writes it."""
     config: dict
-    """The checkpoint's config.json keys (its own, or the built-in tables')."""
+    """The checkpoint's config.json keys (its own, or the table of hub checkpoints')."""
     config_from: str
     tokenizer_dir: Path
     tokenizer_from: str
-    facts: CheckpointFacts | None
+    facts: HubCheckpoint | None
     """The table's row for the checkpoint (None: not in it)."""
     special_tokens: dict[str, str | None] = field(default_factory=dict)
     """eos_token / pad_token / bos_token written over a family file's tokenizer_config (empty: its own files)."""
@@ -116,7 +115,7 @@ def resolve_agent(name: str, agent: AgentConfig, tokenizers: str | None) -> Agen
     tokenizer_id = agent.tokenizer.path or path
     facts = KNOWN_CHECKPOINTS.get(tokenizer_id) or KNOWN_CHECKPOINTS.get(path)
     config, folder = checkpoint_config(key, path)
-    config_from = str(folder) if folder else "built-in tables"
+    config_from = str(folder) if folder else "built-in table"
     generation = read_json(folder / "generation_config.json") if folder else None
     own = own_files(tokenizer_id, TOKENIZER_FILES)
     if own is not None and (own / "tokenizer_config.json").is_file():
@@ -134,16 +133,18 @@ def resolve_agent(name: str, agent: AgentConfig, tokenizers: str | None) -> Agen
 
 
 def checkpoint_config(key: str, path: str) -> tuple[dict, Path | None]:
-    """(config.json keys, the folder they came from): the checkpoint's own file, else the built-in tables (None)."""
+    """(config.json keys, the folder they came from): the checkpoint's own file, else the table of hub
+    checkpoints (None)."""
     own = own_files(path, MODEL_FILES)
     config = read_json(own / "config.json") if own is not None else None
     if config is not None:
         return config, own
-    if path in KNOWN_MODELS and path in KNOWN_CHECKPOINTS:
-        return {**KNOWN_MODELS[path], "architectures": [KNOWN_CHECKPOINTS[path].architecture]}, None
+    if path in KNOWN_CHECKPOINTS:
+        return dict(KNOWN_CHECKPOINTS[path].config), None
     raise ConfigError(
         f"{key}.model.path={path!r}: no config.json (not a folder, not on the hub or in the Hugging Face cache) and "
-        f"not in the rehearsal's table {sorted(KNOWN_CHECKPOINTS)}; give a folder holding the checkpoint's config.json"
+        f"not in the table of hub checkpoints {sorted(KNOWN_CHECKPOINTS)}; give a folder holding the checkpoint's "
+        "config.json"
     )
 
 
@@ -154,11 +155,12 @@ def family_source(
     tokenizer_id: str,
     config: dict,
     config_from: str,
-    facts: CheckpointFacts | None,
+    facts: HubCheckpoint | None,
     tokenizers: str | None,
 ) -> AgentSource:
     """The tokenizer from rehearsal.tokenizers: the checkpoint's own folder there, else its family's."""
-    family = facts.family if facts else FAMILIES.get(config.get("model_type", ""), config.get("model_type", ""))
+    model_type = config.get("model_type", "")
+    family = facts.family if facts else TOKENIZER_FAMILIES.get(model_type, model_type)
     if tokenizers is None:
         raise ConfigError(
             f"{key}: {tokenizer_id}'s tokenizer is not on the hub or in the Hugging Face cache; set "
@@ -178,11 +180,11 @@ def family_source(
     source = AgentSource(name, path, config, config_from, folder, f"{folder} (the {family} family's files)", facts)
     if facts is None:
         source.notes.append(
-            f"{key}: {tokenizer_id} is not in the rehearsal's table: its eos/pad are the {family} family file's, "
-            "which may not be the checkpoint's; check them"
+            f"{key}: {tokenizer_id} is not in the table of hub checkpoints: its eos/pad are the {family} family "
+            "file's, which may not be the checkpoint's; check them"
         )
         return source
-    source.tokenizer_from += f" with {tokenizer_id}'s eos/pad/bos (hacrl_exp.rehearsal.checkpoints)"
+    source.tokenizer_from += f" with {tokenizer_id}'s eos/pad/bos (hacrl_exp.agents.hub_checkpoints)"
     source.special_tokens = {"eos_token": facts.eos, "pad_token": facts.pad, "bos_token": facts.bos}
     if facts.template_note:
         source.notes.append(

@@ -1,7 +1,7 @@
 """The effects the paper reports, as data: where the report's equivalence margins and hypothesised effects come from.
 
 Numbers are the paper's AVG columns (mean over its 7 benchmarks, as printed) copied from the spec
-(/work/shared/docs/hacpo-spec.md §5: P = the preprint behind arXiv 2603.02604 v1). An effect of "A vs B" is the mean
+(../shared/docs/hacpo-spec.md §5: P = the preprint behind arXiv 2603.02604 v1). An effect of "A vs B" is the mean
 over the paper's agents of A's AVG minus B's AVG:
 
     Table 1 (§5.1)   the main methods, 6 agents (3 pairs × 2): e.g. HACPO − GSPO×2 = +0.0333 (the abstract's "3.3%")

@@ -23,11 +23,12 @@ def build_task(cfg: TaskConfig) -> Task:
 def _math_task(cfg: TaskConfig) -> Task:
     """MATH from task.data_dir / $HACRL_DATA_DIR JSONL files when present, else from the HF dataset."""
     from hacrl_exp.errors import ConfigError
-    from hacrl_exp.tasks.math import MathTask, resolve_data_path
+    from hacrl_exp.tasks.math import MathTask
+    from hacrl_exp.tasks.problem_data import resolve_data_path
 
     def local(name: str, key: str):
         try:
-            return resolve_data_path(name, cfg.data_dir)
+            return resolve_data_path(name, cfg.data_dir, key="task.data_dir")
         except FileNotFoundError as exc:
             if cfg.data_dir is not None:  # the user pointed at a folder: a missing file there is an error
                 raise ConfigError(f"task.{key}={name!r}: {exc}") from None

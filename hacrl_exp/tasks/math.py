@@ -3,9 +3,11 @@
 Data comes from local JSONL files (one object per line with `problem`, `answer`, and optionally `id`, `solution`,
 `subject`, `level`, ...; see shared/data/README.md) or, when no path is given, from a Hugging Face dataset.
 
-Where data files live: `HACRL_DATA_DIR` names the folder holding the JSONL files (e.g. `math_train.jsonl`,
-`math500.jsonl`). A relative path or bare name is looked up in the working directory first, then in that folder
-(`resolve_data_path`); paths may also spell the variable, as in `${HACRL_DATA_DIR}/math_train.jsonl`.
+Where data files live: `task.data_dir`, else `HACRL_DATA_DIR`, names the folder holding the JSONL files (e.g.
+`math_train.jsonl`, `math500.jsonl`): the one rule of `hacrl_exp.tasks.problem_data`, which the benchmarks follow too.
+A relative path or bare name is looked up in the working directory first, then in that folder (`resolve_data_path`);
+paths may also spell the variable, as in `${HACRL_DATA_DIR}/math_train.jsonl`. Rows become Problems through the same
+loader as the benchmarks' (`problem_data.problems_from_records`).
 """
 
 from __future__ import annotations
@@ -19,16 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
-from hacrl_exp.rewards import REWARDS, Grader, normalize_gold, resolve_compare, resolve_forms
+from hacrl_exp.rewards import REWARDS, Grader, resolve_compare, resolve_forms
 from hacrl_exp.rewards.boxed import last_boxed
 from hacrl_exp.tasks.base import Grade, Problem
-from hacrl_exp.tasks.rows import BadRows, DataError, check_unique, field_text, jsonl_records
+from hacrl_exp.tasks.problem_data import DATA_DIR_ENV, problems_from_records, resolve_data_path
+from hacrl_exp.tasks.rows import BadRows, DataError, jsonl_records
 
-__all__ = ["DATA_DIR_ENV", "DataError", "MathTask", "gold_answer", "resolve_data_path"]
+__all__ = ["DataError", "MathTask", "gold_answer"]
 
 log = logging.getLogger(__name__)
 
-DATA_DIR_ENV = "HACRL_DATA_DIR"
 PROMPT_SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
 """The paper's instruction after each problem (spec §4); evaluation/_math.yaml's template is built from it."""
 HF_TRAIN = "DigitalLearningGmbH/MATH-lighteval"  # the paper's 7.5k MATH train split (spec §4)
@@ -38,6 +40,7 @@ EXTRACTOR, COMPARE = "boxed", "math"
 them equal). task.reward=verl grades with compare='verl' instead (the paper's reward, docs/algorithm.md §3.3)."""
 _SKIP_HINT = "Fix or delete that line, or set task.bad_rows=skip to skip and count bad rows."
 _CORE = ("id", "problem", "answer", "solution")
+"""Row fields of a MATH file, each named as the Problem part it fills (the category's field is `category_field`)."""
 
 
 def question_text(problem: Problem) -> str:
@@ -57,42 +60,6 @@ def gold_answer(problem: Problem, compare: str) -> str:
     """The gold answer `compare` expects: as the data file writes it (`meta["answer_raw"]`) for 'verl', which
     normalises both sides itself as verl does; else the canonical `Problem.answer`."""
     return problem.meta.get("answer_raw", problem.answer) if resolve_compare(compare) == "verl" else problem.answer
-
-
-def resolve_data_path(name_or_path: str | os.PathLike, data_dir: str | os.PathLike | None = None) -> Path:
-    """The existing file that `name_or_path` names.
-
-    `$VARS` and `~` are expanded. An absolute path must exist. A relative one is tried in the working directory, then
-    in `data_dir` (default: the `HACRL_DATA_DIR` environment variable), also with a `.jsonl` suffix added.
-    """
-    raw = os.fspath(name_or_path)
-    expanded = os.path.expanduser(os.path.expandvars(raw))
-    if f"${DATA_DIR_ENV}" in expanded or f"${{{DATA_DIR_ENV}}}" in expanded:
-        raise FileNotFoundError(
-            f"Data path {raw!r} uses ${DATA_DIR_ENV}, which is not set. "
-            f"Set it to the folder holding the JSONL files (export {DATA_DIR_ENV}=/path/to/data) or pass a full path."
-        )
-    path = Path(expanded)
-    if path.is_absolute():
-        if path.is_file():
-            return path
-        raise FileNotFoundError(f"Data file {raw!r} does not exist. Check the path.")
-    if path.is_file():
-        return path.resolve()
-    base = data_dir if data_dir is not None else os.environ.get(DATA_DIR_ENV)
-    if base is None:
-        raise FileNotFoundError(
-            f"Data file {raw!r} is not in the working directory and {DATA_DIR_ENV} is not set. "
-            f"Set {DATA_DIR_ENV}=/path/to/data (the folder holding the JSONL files) or pass a full path."
-        )
-    for cand in (Path(base) / path, Path(base) / f"{path}.jsonl"):
-        if cand.is_file():
-            return cand.resolve()
-    origin = "data_dir" if data_dir is not None else DATA_DIR_ENV
-    raise FileNotFoundError(
-        f"Data file {raw!r} is neither in the working directory nor in {base} ({origin}). "
-        f"Check the name, or point {DATA_DIR_ENV} at the folder that holds it."
-    )
 
 
 def _hf_records(dataset_id: str, split: str) -> Iterator[tuple[int, dict | DataError]]:
@@ -202,38 +169,9 @@ class MathTask:
             records, label, name = jsonl_records(where), f"{where}:{{}}", Path(where).name
         else:
             records, label, name = _hf_records(where, split), f"{where}[{split}] row {{}}", str(where)
-        seen: dict[str, int] = {}
-
-        def build(lineno: int, row: dict) -> Problem:
-            return self._problem(row, label.format(lineno), f"{name}:{lineno}", lineno, seen)
-
-        problems = self.bad_rows.keep(records, build, str(where))
-        if not problems:
-            where = label.format("*")
-            raise DataError(
-                f"{where}: no usable rows. Check that it is a JSONL file with 'problem' and 'answer'.", "no_rows"
-            )
-        return problems
-
-    def _problem(self, row: dict, where: str, default_id: str, lineno: int, seen: dict[str, int]) -> Problem:
-        """One validated Problem from a row; DataError names `where` (file:line) and the fix."""
-        fields = {key: field_text(row, key, where, required=True) for key in ("problem", "answer")}
-        pid = row.get("id")
-        pid = default_id if pid is None or pid == "" else str(pid)
-        check_unique(pid, where, lineno, seen)
-        category = row.get(self.category_field)
-        solution = row.get("solution")
-        return Problem(
-            id=pid,
-            prompt=fields["problem"] + PROMPT_SUFFIX,
-            answer=normalize_gold(fields["answer"]),
-            category="all" if category is None or str(category) == "" else str(category),
-            solution=solution if isinstance(solution, str) else None,
-            meta={
-                **{k: v for k, v in row.items() if k not in _CORE},
-                "answer_raw": row.get("answer_raw", fields["answer"]),  # as evaluation.data keeps it; for reward=verl
-                "problem_text": fields["problem"],
-            },
+        fields = {**{part: part for part in _CORE}, "category": self.category_field}
+        return problems_from_records(
+            records, fields, label, lambda text: text + PROMPT_SUFFIX, lambda line: f"{name}:{line}", self.bad_rows
         )
 
     @cached_property

@@ -118,7 +118,7 @@ def field_text(row: dict, name: str | None, where: str, required: bool, target: 
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         value = str(int(value)) if float(value).is_integer() else str(value)
     if required and (not isinstance(value, str) or not value.strip()):
-        label = f"field {name!r}" + (f" ({target})" if target else "")
+        label = f"field {name!r}" + (f" ({target})" if target and target != name else "")
         if value is None:
             raise DataError(f"{where}: {label} is missing. Give it a non-empty string.", "missing_field")
         raise DataError(f"{where}: {label} is empty or not text ({str(value)[:40]!r}).", "empty_field")

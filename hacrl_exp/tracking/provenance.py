@@ -18,11 +18,12 @@ import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
+from hacrl_exp.repo import REPO_ROOT
+
 log = logging.getLogger(__name__)
-REPO = Path(__file__).resolve().parents[2]
 
 
-def git_state(folder: Path = REPO) -> tuple[str, bool] | None:
+def git_state(folder: Path = REPO_ROOT) -> tuple[str, bool] | None:
     """(HEAD commit, dirty) of the checkout holding `folder`; None outside git. Dirty: tracked files changed."""
     try:
         run = _git(folder)
@@ -59,7 +60,7 @@ def _entry_point() -> str:
     """'hacrl_exp.run' for `python -m hacrl_exp.run` (argv[0] is the module's file), else argv[0]'s file name."""
     path = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("hacrl_exp/run.py")
     try:
-        return ".".join(path.resolve().relative_to(REPO).with_suffix("").parts)
+        return ".".join(path.resolve().relative_to(REPO_ROOT).with_suffix("").parts)
     except ValueError:
         return path.name
 

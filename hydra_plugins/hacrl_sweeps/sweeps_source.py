@@ -15,9 +15,10 @@ from hydra.core.object_type import ObjectType
 from hydra.plugins.config_source import ConfigLoadError, ConfigResult, ConfigSource
 from omegaconf import OmegaConf
 
+from hacrl_exp.repo import REPO_ROOT
+
 GROUPS = ("hparams_search", "sweep")
 """The config groups served from sweeps/; both hold the same studies."""
-REPO = Path(__file__).resolve().parents[2]
 
 
 class SweepsConfigSource(ConfigSource):
@@ -25,7 +26,7 @@ class SweepsConfigSource(ConfigSource):
 
     def __init__(self, provider: str, path: str) -> None:
         super().__init__(provider=provider, path=path)
-        self.folder = (REPO / self.path).resolve()
+        self.folder = (REPO_ROOT / self.path).resolve()
 
     @staticmethod
     def scheme() -> str:

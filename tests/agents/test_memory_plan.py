@@ -7,6 +7,7 @@ import torch
 
 from hacrl_exp.agents.devices import MIB, resident_memory
 from hacrl_exp.agents.factory import make_agents
+from hacrl_exp.agents.hub_checkpoints import KNOWN_CHECKPOINTS
 from hacrl_exp.agents.memory_plan import (
     BEFORE_ISSUE_25,
     GIB,
@@ -17,7 +18,7 @@ from hacrl_exp.agents.memory_plan import (
     plan,
     workload,
 )
-from hacrl_exp.agents.model_shapes import KNOWN_MODELS, agent_shape, shape_from_hf_config
+from hacrl_exp.agents.model_shapes import agent_shape, shape_from_hf_config
 from hacrl_exp.config.schema import AgentConfig, ModelConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.plan import main as plan_main
@@ -56,7 +57,7 @@ def test_exact_parts_equal_the_tiny_agents_allocation(kl, tmp_path):
 
 
 def test_known_models_match_their_model_cards():
-    billions = {name: shape_from_hf_config(c).params / 1e9 for name, c in KNOWN_MODELS.items()}
+    billions = {name: shape_from_hf_config(c.config).params / 1e9 for name, c in KNOWN_CHECKPOINTS.items()}
     assert round(billions["Qwen/Qwen3-8B-Base"], 2) == 8.19 and round(billions["Qwen/Qwen3-4B-Base"], 2) == 4.02
     assert round(billions["Qwen/Qwen3-1.7B-Base"], 2) == 1.72
     assert round(billions["meta-llama/Llama-3.2-3B-Instruct"], 2) == 3.21

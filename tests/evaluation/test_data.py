@@ -53,11 +53,11 @@ def test_embedded_arithmetic_takes_turns_across_tiers():
     "rows, needle",
     [
         (['{"id": "a", "problem": "p", "answer": "1"}', "{not json"], "math500.jsonl:2: invalid JSON"),
-        ([{"id": "a", "problem": "p"}], "math500.jsonl:1: field 'answer' (answer) is missing"),
-        ([{"id": "a", "problem": "", "answer": "1"}], "math500.jsonl:1: field 'problem' (problem) is empty"),
+        ([{"id": "a", "problem": "p"}], "math500.jsonl:1: field 'answer' is missing"),
+        ([{"id": "a", "problem": "", "answer": "1"}], "math500.jsonl:1: field 'problem' is empty"),
         ([{"id": "a", "problem": "p", "answer": "1"}, {"id": "a", "problem": "q", "answer": "2"}], "duplicate id 'a'"),
         (["[1, 2]"], "math500.jsonl:1: a JSON list, not an object"),
-        ([""], "has no rows"),
+        ([""], "no usable rows"),
     ],
 )
 def test_malformed_rows_name_benchmark_file_and_line(tmp_path, rows, needle):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import fields
 
 import mlflow
 import pandas as pd
@@ -83,6 +84,18 @@ def test_all_benchmarks_into_mlflow(tiny_run, data_dir, tmp_path):
     assert (tmp_path / "opt_char_step2" / "summary.parquet").is_file() and (tmp_path / "summary.parquet").is_file()
 
 
+def test_settings_copy_every_evaluate_setting_once():
+    """EvalSettings.from_config is the one copy of the evaluate config into the harness's settings: every field is
+    set from it (none left at its default here)."""
+    overrides = ["data_dir=data", "source=local", "limit=3", "samples=4", "max_new_tokens=9", "seed=7", "bootstrap=11",
+                 "sampling.temperature=0.5", "sampling.top_p=0.9", "sampling.top_k=5", "grader.timeout_s=2.0",
+                 "grader.workers=3", "grader.forms=value"]  # fmt: skip
+    cfg = validate_evaluate(compose_evaluate(overrides))  # the schema only: no data folder or checkpoint needed
+    settings = EvalSettings.from_config(cfg)
+    assert settings == EvalSettings("data", "local", 3, 4, 0.5, 0.9, 5, 9, 7, 11, 2.0, 3, "value")
+    assert all(getattr(settings, f.name) != f.default for f in fields(EvalSettings))
+
+
 def test_evaluate_agent_in_memory_keeps_the_callers_rng(tiny_run):
     (ckpt,) = resolve_checkpoints([str(tiny_run["run_dir"] / "checkpoints" / "step_000002")], agents=["opt_char"])
     agent = load_checkpoint_agent(ckpt)
@@ -125,7 +138,7 @@ def test_cli_bad_input_is_one_line_exit_2(tiny_run, tmp_path):
         ([f"checkpoints=[{tiny_run['run_dir']}]", "benchmarks=[gsm9k]"], "benchmark 'gsm9k' is unknown"),
         (
             [f"checkpoints=[{tiny_run['run_dir']}]", "benchmarks=[amc23]", f"data_dir={bad_row}"],
-            "benchmark amc23: " + str(bad_row / "amc23.jsonl") + ":2: field 'problem' (problem) is missing",
+            "benchmark amc23: " + str(bad_row / "amc23.jsonl") + ":2: field 'problem' is missing",
         ),
         (
             [f"checkpoints=[{tiny_run['run_dir']}]", "agents=[llama]"],

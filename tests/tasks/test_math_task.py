@@ -11,7 +11,8 @@ import pytest
 
 from hacrl_exp.rewards import Grader
 from hacrl_exp.tasks.base import Grade, Task
-from hacrl_exp.tasks.math import DATA_DIR_ENV, DataError, MathTask, resolve_data_path
+from hacrl_exp.tasks.math import DataError, MathTask
+from hacrl_exp.tasks.problem_data import DATA_DIR_ENV
 
 SUFFIX = " Let's think step by step and output the final answer within \\boxed{}."
 SHARED = Path(os.environ.get(DATA_DIR_ENV) or Path(__file__).parents[2].parent / "shared" / "data")
@@ -140,23 +141,6 @@ def test_empty_file(tmp_path, grader):
     path = write(tmp_path / "empty.jsonl", [])
     with pytest.raises(DataError, match="no usable rows"):
         MathTask(path, grader=grader).train_problems(1, 1)
-
-
-def test_resolve_data_path(files, tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path.parent)
-    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
-    with pytest.raises(FileNotFoundError, match=DATA_DIR_ENV):
-        resolve_data_path("train.jsonl")
-    with pytest.raises(FileNotFoundError, match=f"uses \\${DATA_DIR_ENV}, which is not set"):
-        resolve_data_path(f"${{{DATA_DIR_ENV}}}/train.jsonl")
-    assert resolve_data_path("train", data_dir=tmp_path) == files[0].resolve()
-    monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path))
-    assert resolve_data_path("train.jsonl") == files[0].resolve()
-    assert resolve_data_path(f"${DATA_DIR_ENV}/eval.jsonl") == files[1]
-    with pytest.raises(FileNotFoundError, match="nor in"):
-        resolve_data_path("nope.jsonl")
-    with pytest.raises(FileNotFoundError, match="does not exist"):
-        resolve_data_path(tmp_path / "nope.jsonl")
 
 
 def test_hub_loading_fails_clearly_offline(monkeypatch, grader):
