@@ -129,7 +129,7 @@ def child_agents(preset: str, steps: int, overrides: list[str]) -> dict:
 
 def child_growth(steps: int, overrides: list[str]) -> dict:
     from benchmarks.harness import run_training
-    from tests.e2e.tiny import tiny_overrides
+    from hacrl_exp.config.presets import tiny_overrides
 
     samples: list[tuple[int, float]] = []
     started = time.perf_counter()
