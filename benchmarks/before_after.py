@@ -33,6 +33,7 @@ from benchmarks.gpu_workload import (
 )
 from benchmarks.harness import RESULTS, machine
 from benchmarks.memory_peaks import allocated_peak, resting_bytes
+from hacrl_exp.agents.logprobs import forced_path
 from hacrl_exp.config.schema import LoraConfig, ModelConfig
 
 SIDES = {
@@ -44,16 +45,8 @@ SIDES = {
 
 def measure_side(side: str, sizes, device: torch.device, tokenizer) -> dict:
     """Generation, step seconds and peak bytes, and the step's top operators, for one side."""
-    import hacrl_exp.agents.logprobs as logprobs
-
     model_cfg, path = SIDES[side]
-    original = logprobs.response_logprobs
-    # the scoring of old log-probs (batched_response_logprobs passes its path positionally) and the update
-    logprobs.response_logprobs = lambda *a, **k: original(*a[:5], **{**k, "path": path})
-    from hacrl_exp.trainer import step
-
-    step.response_logprobs = logprobs.response_logprobs
-    try:
+    with forced_path(path):  # the scoring of old log-probs and the update both ask for 'auto'
         agents = make_agents(sizes, device, tokenizer, model_cfg, LoraConfig())
         generation = measure_generate(agents[0].engine, sizes, device)
         train_step(agents, "gspo", sizes, step=0)  # AdamW state, gradients
@@ -66,8 +59,6 @@ def measure_side(side: str, sizes, device: torch.device, tokenizer) -> dict:
 
         peak = resting + allocated_peak(timed_steps)
         top = profile_step(agents, "gspo", sizes, device, top=8)
-    finally:
-        logprobs.response_logprobs = step.response_logprobs = original
     return {"generation": generation, "step_s": sum(seconds) / len(seconds), "peak_bytes": peak,
             "resting_bytes": resting, "top": top}  # fmt: skip
 

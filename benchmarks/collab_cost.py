@@ -11,6 +11,13 @@ process up. Prints medians per step and per agent, and the issue-8 targets (on w
 seconds of the process are shown as a check against other jobs on the machine):
   HACPO step ≤ 1.5× a GSPO step at the same G;  HACPO at G = 4 per agent ≤ 0.75× GSPO×2 (8 per agent);
   cross-scoring (re-tokenising partners' rollouts and building the learner batch) ≤ 25% of a HACPO step.
+
+Every number is read from the runs' metrics.jsonl (benchmarks.harness.step_records): phase seconds from `time/*`,
+work per agent from the step's increase of `train/rollouts_total`, `train/tokens_total` and `cost/trained_rows`
+(rows run through forward + backward, after skip-zero-advantage), `train/updates`. "rows not run" is
+1 − `train/rows_run_share`: the batch rows skipped for a zero advantage (no KL term in these configs). The tables
+of docs/performance.md measured before this (by wrapping the trainer's functions) counted "rows" as the learner
+batch, zero-advantage rows included; the loop does not log that count, so it is no longer produced.
 """
 
 from __future__ import annotations
@@ -89,7 +96,7 @@ def main() -> None:
             "other",
             "rollouts/agent",
             "tokens/agent",
-            "rows/learner",
+            "rows trained/learner",
             "updates/learner",
         ],
         rows,
@@ -100,7 +107,7 @@ def main() -> None:
     for name, s in summary.items():
         preset, group, algorithm = name.split()
         for agent, a in s["agents"].items():
-            zero = a.get("zero_adv_rows", 0.0) / a["rows"] if a.get("rows") else 0.0
+            not_run = 1.0 - a["rows_run_share"] if "rows_run_share" in a else 0.0
             agent_rows.append(
                 [
                     N_OF[preset],
@@ -111,11 +118,11 @@ def main() -> None:
                     int(a["rollouts"]),
                     int(a["tokens"]),
                     int(a.get("rows", 0)),
-                    zero,
+                    not_run,
                 ]
             )
     print_table(
-        ["N", "G", "algorithm", "agent", *PHASES, "rollouts", "tokens", "rows trained", "A=0 share"],
+        ["N", "G", "algorithm", "agent", *PHASES, "rollouts", "tokens", "rows trained", "rows not run"],
         agent_rows,
         "Per agent: seconds per step by phase, rollouts and tokens generated, rows trained (medians)",
     )

@@ -1,8 +1,8 @@
 """GPU check (issues 6, 25): generation tokens/s; step time, MFU and peak memory of a GSPO and a HACPO step; FSDP2 peaks
 next to the planner's; our GSPO step next to TRL's GRPOTrainer in GSPO mode. Every row is kept as it is measured.
 
-    scripts/gpu_check.sh [--rows gen,gspo,hacpo,fsdp,trl] [--out DIR]    # one GPU, no internet, ≤ 3 min on an H200
-    python -m benchmarks.gpu_check --smoke                                # the same code at tiny sizes on CPU
+    benchmarks/gpu_check.sh [--rows gen,gspo,hacpo,fsdp,trl] [--out DIR]    # one GPU, no internet, ≤ 3 min on an H200
+    python -m benchmarks.gpu_check --smoke                                  # the same code at tiny sizes on CPU
 
 Each row runs in its own child process with a time budget (`BUDGET_S`; the child is killed when it is spent); the
 child appends each measurement to gpu_check.jsonl (in --out, default $OUT, else benchmarks/results) the moment it

@@ -27,6 +27,8 @@ import importlib.metadata
 import json
 import logging
 import os
+import sys
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -160,16 +162,21 @@ def _minerva_module() -> tuple[object, str]:
     except AssertionError:
         pass
     # The module asserts antlr4-python3-runtime 4.11 at import (lm-eval[math]); hydra-core pins 4.9.3, so the
-    # check fails here. Import past it only to measure what its functions then do in this environment.
-    real_version = importlib.metadata.version
-    importlib.metadata.version = lambda dist: "4.11" if dist == "antlr4-python3-runtime" else real_version(dist)
-    try:
-        module = importlib.import_module(name)
-    finally:
-        importlib.metadata.version = real_version
+    # check fails here. Import past it only to measure what its functions then do in this environment: for this one
+    # import, a distribution record saying 4.11 comes first on sys.path (importlib.metadata reads the first it finds).
+    installed = importlib.metadata.version("antlr4-python3-runtime")
+    with tempfile.TemporaryDirectory() as folder:
+        record = Path(folder) / "antlr4_python3_runtime-4.11.dist-info"
+        record.mkdir()
+        (record / "METADATA").write_text("Metadata-Version: 2.1\nName: antlr4-python3-runtime\nVersion: 4.11\n")
+        sys.path.insert(0, folder)
+        try:
+            module = importlib.import_module(name)
+        finally:
+            sys.path.remove(folder)
     return module, (
         f"importing {name} raises AssertionError here (it wants antlr4-python3-runtime 4.11, from lm-eval[math]; "
-        f"{real_version('antlr4-python3-runtime')} is installed, as hydra-core needs), so it was imported with that "
+        f"{installed} is installed, as hydra-core needs), so it was imported with that "
         "version check bypassed; its is_equiv then raises ImportError (sympy's parse_latex wants antlr 4.11) on "
         "every pair that its string-equality shortcut does not settle"
     )

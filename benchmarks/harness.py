@@ -1,23 +1,26 @@
-"""Shared machinery of the benchmark suite: configs, per-agent phase timing of trainer runs, RSS and load.
+"""Shared machinery of the benchmark suite: configs, per-step and per-agent phase times of trainer runs, RSS and load.
 
-Runs go through the real trainer (`hacrl_exp.trainer.loop.train`, executor=local). `PhaseRecorder` wraps the
-three functions each agent worker calls (collect_rollouts, step.build_batch, step.update) for the
-duration of a run (each wrapper takes any arguments, reads the ones it needs by name and passes the call on), so
-every step is split per agent and per phase without touching the package; the
-step totals come from the run's own metrics.jsonl (`time/*_s`). It also reads the process CPU time at the
-start and end of every step (the end is the loop's `time/step_s` log call): on a machine shared with other
-jobs, CPU seconds move much less than wall seconds, so ratios of both are reported.
+Runs go through the trainer's front door (`hacrl_exp.trainer.loop.train`, executor=local), and every number of a
+run comes from what the loop itself logs to the run's metrics.jsonl (docs/metrics.md): per step, the job row's
+`time/<phase>_s`, `time/step_s`, `time/other_s` and `cost/process_seconds` (the job's CPU seconds so far), and each
+agent's row with its own `time/<phase>_s`, `train/rollouts_total`, `train/tokens_total`, `cost/trained_rows`,
+`train/updates`, `train/rows_run_share` and `cost/process_seconds`. Nothing in the package is wrapped or replaced.
+On a machine shared with other jobs, CPU seconds move much less than wall seconds, so ratios of both are reported.
+
+`StepWatcher` follows a run while it trains (a thread that tails metrics.jsonl; `STEP_FLUSH` makes the loop write
+it every step) for what only the process can tell: its RSS at the end of each step.
 """
 
 from __future__ import annotations
 
-import inspect
+import json
+import math
 import os
 import platform
 import statistics
+import threading
 import time
-from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 import torch
@@ -26,7 +29,7 @@ from hydra.core.global_hydra import GlobalHydra
 
 from hacrl_exp.config.preflight import CONFIG_DIR
 from hacrl_exp.config.schema import Config
-from hacrl_exp.trainer import loop, step, worker
+from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
 from hacrl_exp.trainer.validate import validate
 
@@ -43,9 +46,10 @@ BASE_OVERRIDES = [
     "trainer.eval_every=0",
     "trainer.threads=1",
 ]
-SOURCE_PHASES = ("generate", "reward", "score_own")
-LEARNER_PHASES = ("build_batch", "update")
-PHASES = (*SOURCE_PHASES, *LEARNER_PHASES)
+PHASES = ("generate", "reward", "score_own", "build_batch", "update")
+"""The loop's `time/<phase>_s` (docs/metrics.md): each agent's source phases, then its learner phases."""
+STEP_FLUSH = ["trainer.checkpoint_every=0", "tracking.flush_every=1"]
+"""Overrides that make the loop write metrics.jsonl at the end of every step (for `StepWatcher`)."""
 
 
 def bench_config(overrides: Iterable[str]) -> Config:
@@ -91,115 +95,87 @@ def machine() -> dict:
     }
 
 
-def call_arguments(fn, args: tuple, kwargs: dict) -> dict:
-    """{parameter name: value} of a call of `fn`: a wrapper reads the arguments it needs by name and passes the call
-    on as it came, so it keeps working when `fn` gains or reorders parameters."""
-    return inspect.signature(fn).bind(*args, **kwargs).arguments
+def step_records(rows: list[dict]) -> list[dict]:
+    """One record per training step from a new run's metrics.jsonl rows (`read_metrics`):
+    {'step', 'total', 'other', <phase>: s (sum over agents), 'cpu': the job's CPU s since the previous step's row
+    (NaN for the first step, whose count starts before warm starts and the step-0 evaluation),
+    'agents': {name: {<phase>: s, 'rollouts', 'tokens', 'rows' (trained rows), 'cpu' (its rollout and learn calls),
+    'updates', 'rows_run_share'}}}. Cumulative counters become per-step differences."""
+    jobs = {r["step"]: r for r in rows if r["agent"] == "" and "time/step_s" in r}
+    agents: dict[int, dict[str, dict]] = {}
+    for row in rows:
+        if row["agent"] and "time/generate_s" in row:
+            agents.setdefault(row["step"], {})[row["agent"]] = row
+    records, before, cpu_before = [], {}, math.nan
+    for step in sorted(jobs):
+        job = jobs[step]
+        record = {"step": step, "total": job["time/step_s"], "other": job["time/other_s"]}
+        record.update({p: job[f"time/{p}_s"] for p in PHASES})
+        cpu = job.get("cost/process_seconds", math.nan)
+        record["cpu"], cpu_before = cpu - cpu_before, cpu
+        record["agents"] = {}
+        for name, row in agents.get(step, {}).items():
+            last = before.get(name, {})
+            totals = {
+                "rollouts": row["train/rollouts_total"],
+                "tokens": row["train/tokens_total"],
+                "rows": row.get("cost/trained_rows", 0.0),
+                "cpu": row.get("cost/process_seconds", math.nan),
+            }
+            agent = {p: row[f"time/{p}_s"] for p in PHASES if f"time/{p}_s" in row}
+            agent.update({k: v - last.get(k, 0.0) for k, v in totals.items()})
+            if "train/updates" in row:  # learners only
+                agent.update(updates=row["train/updates"], rows_run_share=row["train/rows_run_share"])
+            record["agents"][name], before[name] = agent, totals
+        records.append(record)
+    return records
 
 
-class PhaseRecorder:
-    """Per-step, per-agent seconds of each phase, plus rollouts/tokens generated and rows trained.
+def run_training(overrides: list[str], steps: int, out_dir: Path) -> list[dict]:
+    """Train for `steps` steps through the public `train` and return the run's `step_records`."""
+    train(bench_config([*BASE_OVERRIDES, f"trainer.steps={steps}", *overrides]), out_dir)
+    return step_records(read_metrics(out_dir / "metrics.jsonl"))
 
-    `steps[i][agent]` holds the record of step i + 1 of the run. Used as a context manager around `train`.
+
+class StepWatcher:
+    """Calls on_step(step) from a background thread soon after each training step's job row reaches the run's
+    metrics.jsonl (polled every `interval` s). Run with `STEP_FLUSH`, else the loop writes the file only every
+    tracking.flush_every steps or at checkpoints. A context manager around `train`: the last rows are read on exit.
     """
 
-    def __init__(self, on_step_start=None, keep: bool = True) -> None:
-        self.keep = keep
-        """False: hold only the current step (long runs whose memory is being measured)."""
-        self.steps: list[dict[str, dict[str, float]]] = []
-        self.cpu: list[float] = []
-        """CPU seconds of each step (process time, all threads)."""
-        self.on_step_start = on_step_start
-        self._originals: dict[str, object] = {}
-        self._cpu_start = 0.0
-        self._step = 0
-        self._names: dict[int, str] = {}
+    def __init__(self, metrics: Path, on_step: Callable[[int], None], interval: float = 0.005) -> None:
+        self.metrics, self.on_step, self.interval = Path(metrics), on_step, interval
+        self._offset, self._stop = 0, threading.Event()
+        self._thread = threading.Thread(target=self._run, name="step-watcher", daemon=True)
 
-    def __enter__(self) -> PhaseRecorder:
-        self._modules = {"collect_rollouts": worker, "build_batch": step, "update": step, "open_job": loop}
-        for name, module in self._modules.items():  # in-process workers call these
-            self._originals[name] = getattr(module, name)
-        worker.collect_rollouts = self._collect
-        step.build_batch = self._build
-        step.update = self._update
-        loop.open_job = self._tracker
+    def __enter__(self) -> StepWatcher:
+        self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
-        for name, original in self._originals.items():
-            setattr(self._modules[name], name, original)
+        self._stop.set()
+        self._thread.join()
+        self._poll()
 
-    def _collect(self, *args, **kwargs):
-        named = call_arguments(self._originals["collect_rollouts"], args, kwargs)
-        agent, index, times = named["agent"], named["index"], named["times"]
-        if index == 0:  # the loop collects agent 0 first: a new step begins
-            if self.on_step_start is not None:
-                self.on_step_start(self._step + 1)
-            self._step += 1
-            if not self.keep:
-                self.steps.clear()
-                self.cpu.clear()
-            self.steps.append(defaultdict(dict))
-            self._cpu_start = time.process_time()
-        self._names[index] = agent.name
-        before = dict(times)
-        out = self._originals["collect_rollouts"](*args, **kwargs)
-        record = self.steps[-1][agent.name]
-        for phase in SOURCE_PHASES:
-            record[phase] = times[phase] - before[phase]
-        record["rollouts"] = float(len(out.texts))
-        record["tokens"] = float(sum(len(r) for r in out.response_ids))
-        return out
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._poll()
 
-    def _build(self, *args, **kwargs):
-        params = call_arguments(self._originals["build_batch"], args, kwargs)["params"]
-        started = time.perf_counter()
-        batch = self._originals["build_batch"](*args, **kwargs)
-        record = self.steps[-1][self._names[params.index]]
-        record["build_batch"] = time.perf_counter() - started
-        record["rows"] = float(len(batch))
-        record["cross_rows"] = float((~batch.is_self).sum())
-        record["zero_adv_rows"] = float((batch.advantages == 0).sum())
-        return batch
-
-    def _tracker(self, *args, **kwargs):
-        tracker = self._originals["open_job"](*args, **kwargs)
-        log, recorder = tracker.log, self
-
-        def timed_log(step, metrics, agent=None):
-            if agent is None and "time/step_s" in metrics:  # the loop's last act of a step
-                recorder.cpu.append(time.process_time() - recorder._cpu_start)
-            return log(step, metrics, agent)
-
-        tracker.log = timed_log
-        return tracker
-
-    def _update(self, *args, **kwargs):
-        agent = call_arguments(self._originals["update"], args, kwargs)["agent"]
-        started = time.perf_counter()
-        metrics = self._originals["update"](*args, **kwargs)
-        record = self.steps[-1][agent.name]
-        record["update"] = time.perf_counter() - started
-        record["updates"] = metrics.get("train/updates", 0.0)
-        return metrics
-
-
-def run_training(overrides: list[str], steps: int, out_dir: Path, on_step_start=None, keep: bool = True) -> list[dict]:
-    """Train for `steps` steps and return one record per step (none with keep=False):
-    {'step', 'total', 'cpu', 'other', <phase>: s summed over agents, 'agents': {name: per-agent record}}."""
-    config = bench_config([*BASE_OVERRIDES, f"trainer.steps={steps}", *overrides])
-    with PhaseRecorder(on_step_start, keep) as recorder:
-        loop.train(config, out_dir)
-    if not keep:
-        return []
-    rows = [r for r in read_metrics(out_dir / "metrics.jsonl") if r["agent"] == "" and "time/step_s" in r]
-    records = []
-    for row, agents, cpu in zip(rows, recorder.steps, recorder.cpu):
-        record = {"step": row["step"], "total": row["time/step_s"], "cpu": cpu, "other": row["time/other_s"]}
-        record.update({p: row[f"time/{p}_s"] for p in PHASES})
-        record["agents"] = {name: dict(values) for name, values in agents.items()}
-        records.append(record)
-    return records
+    def _poll(self) -> None:
+        try:
+            if self.metrics.stat().st_size == self._offset:
+                return
+            with open(self.metrics, "rb") as handle:
+                handle.seek(self._offset)
+                data = handle.read()
+        except FileNotFoundError:
+            return
+        complete = data[: data.rfind(b"\n") + 1]  # a line still being written is read at the next poll
+        self._offset += len(complete)
+        for line in complete.decode().splitlines():
+            row = json.loads(line)
+            if row["agent"] == "" and "time/step_s" in row:
+                self.on_step(row["step"])
 
 
 def measure(
@@ -226,7 +202,8 @@ def _slug(label: str) -> str:
 
 
 def median(values: Iterable[float]) -> float:
-    values = list(values)
+    """Median of the values that are not NaN (a first step's CPU seconds); NaN when none is."""
+    values = [v for v in values if not math.isnan(v)]
     return statistics.median(values) if values else float("nan")
 
 

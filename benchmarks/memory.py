@@ -1,16 +1,24 @@
-"""Peak RSS per agent and in total, and RSS growth over a 500-step run (must be ≈ 0).
+"""Peak RSS per training step and in total, what each agent's loading adds, and RSS growth over a 500-step run (≈ 0).
 
     python -m benchmarks.memory [--presets pair three_way] [--steps 4] [--growth-steps 500] [overrides...]
 
-Each measurement runs in its own child process (so one cannot inherit another's peak):
+Each measurement runs in its own child process (so one cannot inherit another's peak), through the package's front
+doors only (nothing in it is wrapped or replaced):
+  load: each agent of the preset built in turn as its worker builds it (`hacrl_exp.agents.factory.make_agent`,
+    warm start from the cache): the RSS that agent added.
   agents: the preset's default-size agents train with HACPO (16 prompts × G 8, ≤ 48 tokens) for --steps steps.
-    Per agent: parameters, the RSS its loading added, and the peak RSS above the phase's starting RSS during
-    its own phases (generate + reward + scoring; re-tokenising + update), read from VmHWM after resetting it
-    (/proc/self/clear_refs) before each phase. Total: the process's peak RSS and its RSS after imports.
-  growth: the tiny pair of tests/e2e (hidden 32, 2 layers, add2, 4 prompts × G 4, ≤ 24 tokens) trains with
-    HACPO for --growth-steps steps; RSS is sampled at the start of every step. Growth = median RSS of the
-    last 50 steps − median of steps 51–100 (the first 50 are allocator warm-up), and the slope of a line
-    through steps 51..end.
+    Per agent, from what the loop logs (metrics.jsonl): trainable parameters and `memory/params_mib` +
+    `memory/grads_mib` + `memory/optimizer_mib`. Per step, for all agents together: the peak RSS above the step's
+    starting RSS, read from VmHWM, reset (/proc/self/clear_refs) as each step's row reaches metrics.jsonl
+    (benchmarks.harness.StepWatcher). Total: the process's peak RSS and its RSS after imports.
+  growth: the tiny pair (hacrl_exp.config.presets: hidden 32, 2 layers, add2, 4 prompts × G 4, ≤ 24 tokens) trains
+    with HACPO for --growth-steps steps; RSS is sampled at the end of every step (as its row reaches
+    metrics.jsonl). Growth = median RSS of the last 50 steps − median of steps 51–100 (the first 50 are allocator
+    warm-up), and the slope of a line through steps 51..end.
+
+Not measured any more: the peak RSS of each agent's own phases (its rollout and scoring; its re-tokenising and
+update). That split needed the trainer's functions wrapped at run time; the per-step peak covers every agent's
+phases together. docs/performance.md's older tables have the per-agent split.
 """
 
 from __future__ import annotations
@@ -21,11 +29,19 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from pathlib import Path
 
-from benchmarks.common import finish, print_table
-from benchmarks.harness import RESULTS, call_arguments, machine, peak_rss_mb, rss_mb
+from benchmarks.common import finish, median, print_table
+from benchmarks.harness import (
+    BASE_OVERRIDES,
+    RESULTS,
+    STEP_FLUSH,
+    StepWatcher,
+    bench_config,
+    machine,
+    peak_rss_mb,
+    rss_mb,
+)
 
 GROWTH_TOLERANCE_MB = 10.0
 """'≈ 0': under 10 MiB over the run (~1% of the process) and no steady upward slope."""
@@ -36,110 +52,74 @@ def reset_peak() -> None:
         handle.write("5")  # resets VmHWM to the current RSS
 
 
-class MemoryRecorder:
-    """Per agent: RSS added by loading, and peak RSS above the start of each of its phases."""
+def preset_config(preset: str, steps: int, overrides: list[str]):
+    return bench_config(
+        [*BASE_OVERRIDES, *STEP_FLUSH, f"agents={preset}", "algorithm=hacpo", f"trainer.steps={steps}", *overrides]
+    )
 
-    def __init__(self) -> None:
-        self.loaded: dict[str, float] = {}
-        self.peaks: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
-        self.params: dict[str, int] = {}
-        self.overall_peak = 0.0
-        self._saved: list[tuple[object, str, object]] = []
 
-    def __enter__(self) -> MemoryRecorder:
-        from hacrl_exp.agents import factory
-        from hacrl_exp.trainer import step, worker
+def child_load(preset: str, overrides: list[str]) -> dict:
+    """RSS each agent adds when built in declared order, as the agent workers build them."""
+    from hacrl_exp.agents.factory import make_agent
+    from hacrl_exp.tasks import build_task
 
-        def patch(module, name, wrapper):
-            self._saved.append((module, name, getattr(module, name)))
-            setattr(module, name, wrapper(getattr(module, name)))
-
-        patch(factory, "build_agent", self._on_build)
-        names: dict[int, str] = {}  # agent index → name, learnt from collect_rollouts(agent, index, ...)
-        patch(
-            worker,
-            "collect_rollouts",
-            lambda fn: self._phase(fn, "rollout", lambda a: names.setdefault(a["index"], a["agent"].name)),
-        )
-        patch(step, "build_batch", lambda fn: self._phase(fn, "update", lambda a: names[a["params"].index]))
-        patch(step, "update", lambda fn: self._phase(fn, "update", lambda a: a["agent"].name))
-        self._before_build = rss_mb()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for module, name, original in reversed(self._saved):
-            setattr(module, name, original)
-
-    def _on_build(self, fn):
-        def wrapped(name, *args, **kwargs):
-            agent = fn(name, *args, **kwargs)
-            now = rss_mb()
-            self.loaded[name] = now - self._before_build  # model load (tiny_model) + optimizer/engine
-            self._before_build = now
-            self.params[name] = sum(p.numel() for p in agent.model.parameters())
-            return agent
-
-        return wrapped
-
-    def reset_peak(self) -> None:
-        """Fold the peak so far into the run's overall peak, then reset VmHWM."""
-        self.overall_peak = max(self.overall_peak, peak_rss_mb())
-        reset_peak()
-
-    def _phase(self, fn, phase: str, agent_name):
-        def wrapped(*args, **kwargs):
-            self.reset_peak()
-            start = rss_mb()
-            out = fn(*args, **kwargs)
-            name = agent_name(call_arguments(fn, args, kwargs))  # by name: robust to new parameters
-            self.peaks[name][phase] = max(self.peaks[name][phase], peak_rss_mb() - start)
-            return out
-
-        return wrapped
+    config = preset_config(preset, 1, overrides)
+    task, agents, loaded = build_task(config.task), [], {}
+    before = rss_mb()
+    for index, name in enumerate(config.agents.members):
+        agents.append(make_agent(config, task, None, index))  # kept: the next agent loads next to this one
+        loaded[name], before = rss_mb() - before, rss_mb()
+    return {"preset": preset, "loaded_mb": loaded}
 
 
 def child_agents(preset: str, steps: int, overrides: list[str]) -> dict:
-    from benchmarks.harness import BASE_OVERRIDES, bench_config
     from hacrl_exp.trainer.loop import train
+    from hacrl_exp.trainer.metrics import read_metrics
 
     after_imports = rss_mb()
-    config = bench_config(
-        [*BASE_OVERRIDES, f"agents={preset}", "algorithm=hacpo", f"trainer.steps={steps}", *overrides]
-    )
-    with MemoryRecorder() as recorder:
-        train(config, Path(tempfile.mkdtemp(prefix="hacrl_mem_")))
-        recorder.reset_peak()
+    config = preset_config(preset, steps, overrides)
+    out = Path(tempfile.mkdtemp(prefix="hacrl_mem_"))
+    ends: dict[int, float] = {}  # step → RSS at its end
+    peaks: dict[int, float] = {}  # step → peak RSS since the previous step's end (VmHWM)
+    overall = [0.0]
+
+    def on_step(step: int) -> None:
+        peak = peak_rss_mb()
+        overall[0] = max(overall[0], peak)
+        ends[step], peaks[step] = rss_mb(), peak
+        reset_peak()
+
+    with StepWatcher(out / "metrics.jsonl", on_step):
+        train(config, out)
+    above = {s: peaks[s] - ends[s - 1] for s in peaks if s - 1 in ends}  # step 1's start is not seen
+    last: dict[str, dict] = {}
+    for row in read_metrics(out / "metrics.jsonl"):
+        if row["agent"] and "memory/params_mib" in row:
+            last[row["agent"]] = row
+    keys = ("memory/params_mib", "memory/grads_mib", "memory/optimizer_mib")
     return {
         "preset": preset,
         "rss_after_imports_mb": after_imports,
         "rss_end_mb": rss_mb(),
-        "peak_rss_mb": recorder.overall_peak,
+        "peak_rss_mb": max(overall[0], peak_rss_mb()),
+        "step_peak_above_start_mb": above,
         "agents": {
-            name: {
-                "params": recorder.params[name],
-                "state_mb": recorder.params[name] * 16 / 2**20,  # fp32 weights + grads + AdamW m and v
-                "loaded_mb": recorder.loaded[name],
-                "peak_rollout_mb": recorder.peaks[name]["rollout"],
-                "peak_update_mb": recorder.peaks[name]["update"],
-            }
-            for name in recorder.params
+            name: {"params": int(row["memory/trainable_params"]), "state_mb": sum(row[k] for k in keys)}
+            for name, row in last.items()
         },
     }
 
 
 def child_growth(steps: int, overrides: list[str]) -> dict:
-    from benchmarks.harness import run_training
-    from tests.e2e.tiny import tiny_overrides
+    from hacrl_exp.config.presets import tiny_overrides
+    from hacrl_exp.trainer.loop import train
 
     samples: list[tuple[int, float]] = []
     started = time.perf_counter()
-    run_training(
-        [*tiny_overrides("pair", steps), "algorithm=hacpo", *overrides],
-        steps,
-        Path(tempfile.mkdtemp(prefix="hacrl_growth_")),
-        on_step_start=lambda step: samples.append((step, rss_mb())),
-        keep=False,  # the harness's own per-step records would grow the process by ~1 KiB a step
-    )
+    config = bench_config([*BASE_OVERRIDES, *tiny_overrides("pair", steps), *STEP_FLUSH, "algorithm=hacpo", *overrides])
+    out = Path(tempfile.mkdtemp(prefix="hacrl_growth_"))
+    with StepWatcher(out / "metrics.jsonl", lambda step: samples.append((step, rss_mb()))):
+        train(config, out)
     return {"steps": steps, "samples": samples, "seconds": time.perf_counter() - started, "peak_rss_mb": peak_rss_mb()}
 
 
@@ -189,11 +169,12 @@ def main(argv: list[str] | None = None) -> None:
 
         torch.set_num_threads(1)
         kind, _, preset = args.child.partition(":")
-        result = (
-            child_growth(args.growth_steps, overrides)
-            if kind == "growth"
-            else child_agents(preset, args.steps, overrides)
-        )
+        if kind == "growth":
+            result = child_growth(args.growth_steps, overrides)
+        elif kind == "load":
+            result = child_load(preset, overrides)
+        else:
+            result = child_agents(preset, args.steps, overrides)
         Path(args.child_out).write_text(json.dumps(result))
         return
 
@@ -202,8 +183,11 @@ def main(argv: list[str] | None = None) -> None:
     print(f"machine: {info}")
     per_preset = {}
     for preset in args.presets:
+        loaded = run_child(["--child", f"load:{preset}", *overrides], args.inline)["loaded_mb"]
         child = ["--child", f"agents:{preset}", "--steps", str(args.steps), *overrides]
         per_preset[preset] = run_child(child, args.inline)
+        for name, agent in per_preset[preset]["agents"].items():
+            agent["loaded_mb"] = loaded[name]
         print(f"  [{preset}] peak RSS {per_preset[preset]['peak_rss_mb']:.0f} MiB")
     growth = run_child(["--child", "growth", "--growth-steps", str(args.growth_steps), *overrides], args.inline)
     summary = growth_summary(growth["samples"])
@@ -211,38 +195,32 @@ def main(argv: list[str] | None = None) -> None:
     rows = []
     for preset, r in per_preset.items():
         for name, a in r["agents"].items():
-            rows.append(
-                [
-                    preset,
-                    name,
-                    f"{a['params'] / 1e3:.0f}K",
-                    a["state_mb"],
-                    a["loaded_mb"],
-                    a["peak_rollout_mb"],
-                    a["peak_update_mb"],
-                ]
-            )
+            rows.append([preset, name, f"{a['params'] / 1e3:.0f}K", a["state_mb"], a["loaded_mb"]])
     print_table(
-        [
-            "preset",
-            "agent",
-            "params",
-            "weights+grads+Adam MiB",
-            "RSS added by loading MiB",
-            "peak above start, rollout+scoring MiB",
-            "peak above start, re-tokenise+update MiB",
-        ],
+        ["preset", "agent", "params", "weights+grads+Adam MiB (memory/*)", "RSS added by loading MiB"],
         rows,
         "Per agent (HACPO, 16 prompts × G 8, ≤ 48 tokens)",
     )
+    whole = []
+    for preset, r in per_preset.items():
+        above = list(r["step_peak_above_start_mb"].values())
+        peaks = [median(above), max(above, default=float("nan"))]
+        whole.append([preset, r["rss_after_imports_mb"], r["peak_rss_mb"], r["rss_end_mb"], *peaks])
     print_table(
-        ["preset", "RSS after imports MiB", "peak RSS MiB", "RSS at end MiB"],
-        [[p, r["rss_after_imports_mb"], r["peak_rss_mb"], r["rss_end_mb"]] for p, r in per_preset.items()],
-        "Whole process",
+        [
+            "preset",
+            "RSS after imports MiB",
+            "peak RSS MiB",
+            "RSS at end MiB",
+            "step peak above its start, median MiB",
+            "max MiB",
+        ],
+        whole,
+        "Whole process (a step's peak: every agent's phases together, steps 2..)",
     )
     ok = abs(summary["growth_mb"]) <= GROWTH_TOLERANCE_MB
     print_table(
-        ["steps", "s", "RSS step 1", "median 51–100", "median last 50", "growth", "slope MiB/100 steps", "≈ 0"],
+        ["steps", "s", "RSS after step 1", "median 51–100", "median last 50", "growth", "slope MiB/100 steps", "≈ 0"],
         [
             [
                 growth["steps"],
@@ -262,7 +240,7 @@ def main(argv: list[str] | None = None) -> None:
     print_table(
         ["step", *map(str, sorted(set(marks)))],
         [["RSS MiB", *[by_step[s] for s in sorted(set(marks))]]],
-        "RSS at the start of selected steps",
+        "RSS at the end of selected steps",
     )
     finish(
         "memory",

@@ -51,9 +51,11 @@ class Case:
     sizes: Sizes
     model: ModelConfig
     logprobs: str = "auto"
-    """'full' or 'chunked' forces agents.logprobs' path (the planner is told the same); 'auto' lets it choose."""
+    """'full' or 'chunked' forces agents.logprobs' path (`forced_path`; the planner is told the same); 'auto' lets
+    it choose."""
     chunk_bytes: int | None = None
-    """agents.logprobs.CHUNK_BYTES for this case (smaller: several chunks at a test's sizes)."""
+    """Bytes of float32 logits per chunk for this case instead of agents.logprobs.CHUNK_BYTES (smaller: several
+    chunks at a test's sizes)."""
 
 
 def allocated_peak(fn, warmup=None, device_type: int = 0) -> int:
@@ -115,25 +117,19 @@ def measure(case: Case, micro_batches: int = 2) -> dict:
                     trainer=trainer)  # fmt: skip
     params = learner_params(config)[0]
     batch = synthetic_batch(sizes, rows)
-    original, chunk = logprobs.response_logprobs, logprobs.CHUNK_BYTES
-    step.response_logprobs = lambda *a, **k: original(*a, **{**k, "path": case.logprobs})
-    logprobs.CHUNK_BYTES = case.chunk_bytes or chunk
     update = lambda: step.update(agent, batch, params, [agent.name])  # noqa: E731
-    try:
+    with logprobs.forced_path(case.logprobs, case.chunk_bytes):
         update()  # AdamW's state and the gradients now exist
         resting = resting_bytes(agent)
         started = time.perf_counter()
         peak = resting + allocated_peak(update, warmup=update)
         seconds = time.perf_counter() - started
-        path = logprobs.logprob_path(agent.model, sizes.micro_batch, sizes.prompt_len + sizes.response_len,
-                                     case.logprobs)  # fmt: skip
+        path = logprobs.logprob_path(agent.model, sizes.micro_batch, sizes.prompt_len + sizes.response_len)
         work = Workload(sizes.micro_batch, sizes.prompt_len + sizes.response_len, rows, rows, False, False, 0.0, True,
                         response_len=sizes.response_len)  # fmt: skip
         shape = shape_from_hf_config(agent.model.config)
         mem = estimate_agent(agent.name, AgentConfig(model=case.model), shape, work, runtime=Runtime("cpu", path))
         planned = mem.peaks(1, False, 1 << 40)[0]
-    finally:
-        step.response_logprobs, logprobs.CHUNK_BYTES = original, chunk
     return {"label": case.label, "path": path, "measured": peak, "planned": planned, "ratio": planned / peak,
             "resting": resting, "seconds": seconds}  # fmt: skip
 

@@ -3,43 +3,114 @@ five times then resumed, compared with the uninterrupted run.
 
     python -m benchmarks.reliability [--steps 500] [--skip long_run hostile crash] [overrides of the long run...]
 
-  long_run  the tiny pair of tests/e2e trains --steps HACPO steps with MLflow, a checkpoint every 50 steps and
-            keep_checkpoints=2: RSS at the start of every step (growth = median of the last 50 steps − median of
-            steps 51–100, as benchmarks.memory), the checkpoints folder after each checkpoint, bytes per step of
-            metrics.jsonl and of the MLflow store.
-  hostile   each output of tests/reliability/test_hostile_outputs.py graded alone (task.grader_timeout_s = 5 s):
-            reason, seconds, whether the worker was replaced; then the grader's processes and the parent's RSS.
-  crash     tests/reliability/test_crash_resume.py's five kills and resumes, and the largest difference from
-            the uninterrupted run in metrics.jsonl and in MLflow.
+  long_run  the tiny pair (hacrl_exp.config.presets) trains --steps HACPO steps with MLflow, a checkpoint every
+            50 steps and keep_checkpoints=2: RSS at the end of every step (growth = median of the last 50 steps −
+            median of steps 51–100, as benchmarks.memory), the checkpoints folder after each checkpoint, bytes per
+            step of metrics.jsonl and of the MLflow store. Measured from outside the loop (`RunWatcher`, a thread):
+            RSS sampled every 20 ms and assigned to steps by the MLflow timestamps of the parent run's
+            `time/step_s` (logged as each step ends); the checkpoints folder as it stands once rotation is done.
+  hostile   each output of hacrl_exp/rewards/hostile.py graded alone (task.grader_timeout_s = 5 s): reason,
+            seconds, whether the worker was replaced; then the grader's processes and the parent's RSS.
+  crash     hacrl_exp/crash_drill.py's five kills and resumes (tests/reliability/test_crash_resume.py asserts
+            on the same drill), and the largest difference from the uninterrupted run in metrics.jsonl and MLflow.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import os
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import psutil
 
 from benchmarks.common import print_table, write_json
-from benchmarks.harness import RESULTS, machine
+from benchmarks.harness import RESULTS, machine, rss_mb
 
 MIB = 2**20
+CHECKPOINT_EVERY, KEEP = 50, 2
+
+
+def folder_bytes(folder: Path) -> int:
+    return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
+
+
+class RunWatcher:
+    """A thread that follows a training run from outside: this process's RSS every `interval` s as (time.time(),
+    MiB), and per checkpoint step the checkpoints folder's names and bytes as it stands once published and rotated
+    (the last listing seen while `latest` names that step, the newest step folder, and no temporary folder is
+    being written)."""
+
+    def __init__(self, run: Path, interval: float = 0.02) -> None:
+        self.root, self.interval = run / "checkpoints", interval
+        self.samples: list[tuple[float, float]] = []
+        self.checkpoints: dict[int, tuple[list[str], int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="run-watcher", daemon=True)
+
+    def __enter__(self) -> RunWatcher:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._poll()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._poll()
+
+    def _poll(self) -> None:
+        self.samples.append((time.time(), rss_mb()))
+        try:
+            latest = (self.root / "latest").read_text().strip()
+            names = sorted(p.name for p in self.root.iterdir())
+            steps = [n for n in names if n.startswith("step_")]
+            # published and pointed at: no temporary folder, and `latest` names the newest step folder
+            if steps and steps[-1] == latest and not any(n.startswith(".tmp_") for n in names):
+                step = int(latest.removeprefix("step_"))
+                if self.checkpoints.get(step, ([], 0))[0] != names:
+                    self.checkpoints[step] = (names, folder_bytes(self.root))
+        except (OSError, ValueError):  # no checkpoint yet, or a folder removed while read: the next poll sees it
+            pass
+
+    def rss_at(self, timestamps_ms: dict[int, int]) -> dict[int, float]:
+        """{step: RSS of the last sample taken by each step's timestamp (ms since the epoch)}."""
+        times = [t for t, _ in self.samples]
+        out = {}
+        for step, ms in sorted(timestamps_ms.items()):
+            i = bisect.bisect_right(times, ms / 1000 + 1e-3) - 1  # MLflow truncates to the millisecond
+            out[step] = self.samples[max(i, 0)][1]
+        return out
+
+
+def step_end_times(store: str, parent_run_id: str) -> dict[int, int]:
+    """{step: MLflow timestamp (ms) of the parent run's time/step_s}: the loop logs it as the step ends."""
+    from mlflow.tracking import MlflowClient
+
+    return {m.step: m.timestamp for m in MlflowClient(store).get_metric_history(parent_run_id, "time/step_s")}
 
 
 def long_run(steps: int, work: Path, overrides: list[str] = ()) -> dict:
-    import pytest
+    from hacrl_exp.config.presets import tiny_overrides
+    from hacrl_exp.trainer.loop import train
+    from hacrl_exp.trainer.validate import preflight
 
-    from tests.reliability.test_resources import long_run as run
-
-    store = work / "mlflow.db"
+    store = f"sqlite:///{work / 'mlflow.db'}"
     work.mkdir(parents=True, exist_ok=True)  # the MLflow store's folder must exist (the run checks it)
+    checkpoints = [f"trainer.checkpoint_every={CHECKPOINT_EVERY}", f"trainer.keep_checkpoints={KEEP}"]
+    config = preflight(
+        [*tiny_overrides("pair", steps), *checkpoints, "trainer.eval_every=0", f"tracking.uri={store}", *overrides]
+    )
     started = time.perf_counter()
-    with pytest.MonkeyPatch.context() as mp:
-        rss, checkpoints = run(mp, work / "run", steps, 50, 2, f"tracking.uri=sqlite:///{store}", *overrides)
+    with RunWatcher(work / "run") as watcher:
+        summary = train(config, work / "run")
+    rss = watcher.rss_at(step_end_times(store, summary["run_ids"][""]))
     series = [rss[s] for s in sorted(rss)]
     early, late = statistics.median(series[50:100] or series), statistics.median(series[-50:])  # short runs: all
     return {
@@ -52,16 +123,16 @@ def long_run(steps: int, work: Path, overrides: list[str] = ()) -> dict:
         "rss_max_mb": max(series),
         "checkpoints": [
             {"step": step, "folders": sum(n.startswith("step_") for n in names), "mib": size / MIB}
-            for step, names, size in checkpoints
+            for step, (names, size) in sorted(watcher.checkpoints.items())
         ],
         "metrics_bytes_per_step": (work / "run" / "metrics.jsonl").stat().st_size / steps,
-        "mlflow_bytes_per_step": store.stat().st_size / steps,
+        "mlflow_bytes_per_step": (work / "mlflow.db").stat().st_size / steps,
     }
 
 
 def hostile() -> dict:
     from hacrl_exp.rewards import Grader
-    from tests.reliability.test_hostile_outputs import GOLD, HOSTILE, grader_children
+    from hacrl_exp.rewards.hostile import GOLD, HOSTILE
 
     me = psutil.Process()
     baseline, rss_before = {p.pid for p in me.children()}, me.memory_info().rss / MIB
@@ -69,7 +140,7 @@ def hostile() -> dict:
     with Grader(timeout_s=5.0) as grader:
         for name, (response, _) in HOSTILE.items():
             grader.start()
-            workers = grader_children()
+            workers = grader.worker_pids
             started = time.monotonic()
             (grade,) = grader.grade([response], [GOLD])
             seconds = time.monotonic() - started
@@ -80,9 +151,9 @@ def hostile() -> dict:
                     "reward": grade.reward,
                     "reason": grade.reason,
                     "seconds": seconds,
-                    "worker_replaced": not grader_children() & workers,
+                    "worker_replaced": not grader.worker_pids & workers,
                     "worker_rss_mb": max(
-                        (psutil.Process(p).memory_info().rss / MIB for p in grader_children()), default=0
+                        (psutil.Process(p).memory_info().rss / MIB for p in grader.worker_pids), default=0
                     ),
                 }
             )
@@ -99,14 +170,8 @@ def hostile() -> dict:
 
 
 def crash(work: Path) -> dict:
+    from hacrl_exp.crash_drill import deterministic, kill_five_times, mlflow_histories, resume_to_the_end, uninterrupted
     from hacrl_exp.trainer.metrics import read_metrics
-    from tests.reliability.test_crash_resume import (
-        deterministic,
-        kill_five_times,
-        mlflow_histories,
-        resume_to_the_end,
-        uninterrupted,
-    )
 
     store = f"sqlite:///{work / 'mlflow.db'}"
     cache = os.environ.get("HACRL_CACHE_DIR", str(Path.home() / ".cache" / "hacrl_exp"))
@@ -147,7 +212,7 @@ def main() -> None:
     if "long_run" not in args.skip:
         r = result["long_run"] = long_run(args.steps, work / "long_run", overrides)
         print_table(
-            ["steps", "s", "RSS step 1", "median 51–100", "median last 50", "growth MiB", "max MiB"],
+            ["steps", "s", "RSS after step 1", "median 51–100", "median last 50", "growth MiB", "max MiB"],
             [
                 [
                     r["steps"],

@@ -61,7 +61,7 @@ def prepare() -> float:
     side by side finish sooner than one after the other with two threads each."""
     from concurrent.futures import ProcessPoolExecutor
 
-    from tests.e2e.tiny import tiny_overrides
+    from hacrl_exp.config.presets import tiny_overrides
 
     four = ["agents=four_way", "trainer.progress=false"]
     tiny = tiny_overrides("pair")

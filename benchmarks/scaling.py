@@ -10,6 +10,11 @@ interleaved, each run's first step dropped (the shared centre point is measured 
   so smaller caps shorten every response).
 Each sweep gets a least-squares line against its natural work measure (rows trained for N, G for G, mean
 response tokens for length) and the per-phase costs per unit of work, which say how the cost grows.
+Numbers come from the runs' metrics.jsonl (benchmarks.harness.step_records). "rows trained" is the step's increase
+of `cost/trained_rows`: rows run through forward + backward, after skip-zero-advantage. The tables of
+docs/performance.md measured before this (by wrapping the trainer's functions) counted the learner batch instead,
+zero-advantage rows included; the loop does not log that count, so those row counts and their per-row fits are no
+longer produced as they were.
 """
 
 from __future__ import annotations
@@ -42,9 +47,16 @@ def point(agents: str, algorithm: str, group: int, length: int) -> tuple[str, li
     ]
 
 
+def per(value: float, work: float) -> float:
+    """value per unit of work; NaN when there was none (a smoke run's untrained agents run no row)."""
+    return value / work if work else float("nan")
+
+
 def fit(x: list[float], y: list[float]) -> dict:
-    """y ≈ a + b·x by least squares, with R²."""
+    """y ≈ a + b·x by least squares, with R² (NaN when x does not vary)."""
     xs, ys = np.asarray(x, float), np.asarray(y, float)
+    if np.ptp(xs) == 0:
+        return {"intercept": float("nan"), "slope": float("nan"), "r2": float("nan")}
     b, a = np.polyfit(xs, ys, 1)
     residual = ys - (a + b * xs)
     r2 = 1 - float((residual**2).sum()) / max(float(((ys - ys.mean()) ** 2).sum()), 1e-300)
@@ -103,7 +115,7 @@ def main() -> None:
         rows = sum(a.get("rows", 0.0) for a in agents)
         tokens = sum(a["tokens"] for a in agents)
         rollouts = sum(a["rollouts"] for a in agents)
-        return {"s": s, "rows": rows, "tokens": tokens, "rollouts": rollouts, "mean_len": tokens / rollouts}
+        return {"s": s, "rows": rows, "tokens": tokens, "rollouts": rollouts, "mean_len": per(tokens, rollouts)}
 
     fits, tables = {}, {}
     headers = [
@@ -133,8 +145,8 @@ def main() -> None:
             int(t["rollouts"]),
             int(t["tokens"]),
             int(t["rows"]),
-            1e6 * s["generate"] / t["tokens"],
-            1e6 * s["update"] / t["rows"],
+            1e6 * per(s["generate"], t["tokens"]),
+            1e6 * per(s["update"], t["rows"]),
         ]
 
     sweep_n = [(n, totals(label)) for n, label in sweeps["N"]]

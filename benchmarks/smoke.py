@@ -20,9 +20,10 @@ import time
 import traceback
 from pathlib import Path
 
+from hacrl_exp.config.presets import AGENT_MEMBERS
+
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("HACRL_DATA_DIR") or ROOT.parent / "shared" / "data")
-PRESET_MEMBERS = {"solo": ["opt_char"], "pair": ["opt_char", "gpt2_bpe"]}
 
 
 def tiny(preset: str = "pair") -> list[str]:
@@ -38,7 +39,7 @@ def tiny(preset: str = "pair") -> list[str]:
         "rollout.max_new_tokens=6",
         "tracking.backend=none",
     ]
-    for name in PRESET_MEMBERS[preset]:
+    for name in AGENT_MEMBERS[preset]:
         member = f"agents.members.{name}"
         out += [f"{member}.model.hidden_size=16", f"{member}.model.num_layers=1", f"{member}.model.num_heads=2",
                 f"{member}.warm_start.steps=0"]  # fmt: skip

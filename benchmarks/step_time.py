@@ -19,7 +19,8 @@ from pathlib import Path
 import torch
 
 from benchmarks.common import median, print_table, write_json
-from hacrl_exp.trainer.loop import PHASES, train
+from benchmarks.harness import PHASES
+from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
 from hacrl_exp.trainer.validate import preflight
 

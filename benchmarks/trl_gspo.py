@@ -10,9 +10,17 @@ TRL: importance_sampling_level="sequence", loss_type="grpo", epsilon 3e-4, epsil
 gradient checkpointing, fp32, optim adamw_torch (ours), no logging. One of our steps = 2 TRL optimizer steps.
 Repeats alternate ours/TRL; the first step of each run is dropped; one extra run of each warms the process.
 
-Where the time goes: both sides are split into the same buckets by wrapping functions in this process only
-(generate, reward, scoring the old log-probs, batch preparation / advantages, forward with grad, backward,
-optimizer + clip, the rest), and, unless --no-profile, one more run of each under cProfile.
+Where the time goes, in the same buckets on both sides: generate, reward, scoring the old log-probs, batch
+preparation / advantages, update (forward with grad, backward, clip and optimizer step), the rest. Ours are read from
+the run's metrics.jsonl (`time/<phase>_s`, `time/other_s`; benchmarks.harness), CPU seconds from its
+`cost/process_seconds`. TRL logs no phase times, so its buckets come from wrapping methods of the one GRPOTrainer
+instance this script builds (`_generate`, `_calculate_rewards`, `_generate_and_score_completions`, the log-prob
+pass) and from its callbacks (step begin to optimizer step: the update); nothing module- or class-level is replaced.
+Unless --no-profile, one more run of each side runs under cProfile.
+
+Not measured any more: the split of an update into forward, backward and optimizer seconds. It needed torch's
+`Tensor.backward`, `AdamW.step`, `clip_grad_norm_` and our step's `response_logprobs` swapped process-wide, which
+the benchmarks no longer do (our loop logs the update as one phase); docs/performance.md's older tables have it.
 """
 
 from __future__ import annotations
@@ -25,7 +33,6 @@ import pstats
 import tempfile
 import time
 from collections import defaultdict
-from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -36,7 +43,7 @@ from benchmarks.harness import RESULTS, bench_config, machine, median, run_train
 from benchmarks.trl_loss import equality_report
 
 SETTINGS = {"prompts": 16, "group": 8, "max_new_tokens": 48, "updates": 2}
-BUCKETS = ("generate", "reward", "score_old", "prep", "forward", "backward", "optimizer", "rest")
+BUCKETS = ("generate", "reward", "score_old", "prep", "update", "rest")
 
 
 def our_overrides(extra: list[str]) -> list[str]:
@@ -72,45 +79,11 @@ class Stopwatch:
 
         return timed
 
-    @contextmanager
-    def patched(self, targets: list[tuple[object, str, str]]):
-        """Replace attribute `attr` of each object by its timed version for the duration."""
-        saved = [(obj, attr, getattr(obj, attr)) for obj, attr, _ in targets]
-        try:
-            for obj, attr, name in targets:
-                setattr(obj, attr, self.wrap(getattr(obj, attr), name))
-            yield self
-        finally:
-            for obj, attr, original in saved:
-                setattr(obj, attr, original)
-
-
-def common_targets() -> list[tuple[object, str, str]]:
-    """Backward and optimizer, timed the same way for both frameworks (class-level, this process only)."""
-    return [
-        (torch.Tensor, "backward", "backward"),
-        (torch.optim.AdamW, "step", "optimizer"),
-        (torch.nn.utils, "clip_grad_norm_", "optimizer"),
-    ]
-
 
 def run_ours(overrides: list[str], steps: int, out: Path) -> list[dict]:
-    """Per-step buckets of our trainer; phases from its metrics, forward/backward/optimizer from the stopwatch."""
-    import hacrl_exp.trainer.step as update_module
-
-    step = {"i": -1}
-    watch = Stopwatch(lambda: step["i"])
-
-    def on_step_start(n: int) -> None:
-        step["i"] = n - 1
-
-    targets = [*common_targets(), (update_module, "response_logprobs", "forward")]
-    with watch.patched(targets):
-        records = run_training(our_overrides(overrides), steps, out, on_step_start)
+    """Per-step buckets of our trainer, from its metrics.jsonl."""
     rows = []
-    for i, r in enumerate(records):
-        w = watch.seconds[i]
-        inner = w["forward"] + w["backward"] + w["optimizer"]
+    for r in run_training(our_overrides(overrides), steps, out):
         rows.append(
             {
                 "total": r["total"],
@@ -119,10 +92,8 @@ def run_ours(overrides: list[str], steps: int, out: Path) -> list[dict]:
                 "reward": r["reward"],
                 "score_old": r["score_own"],
                 "prep": r["build_batch"],  # our learner batch: advantages and row bookkeeping
-                "forward": w["forward"],
-                "backward": w["backward"],
-                "optimizer": w["optimizer"],
-                "rest": r["total"] - r["generate"] - r["reward"] - r["score_own"] - r["build_batch"] - inner,
+                "update": r["update"],
+                "rest": r["other"],
                 "tokens": sum(a["tokens"] for a in r["agents"].values()),
             }
         )
@@ -182,11 +153,19 @@ class TrlRun:
         marks: list[float] = []
         cpu_marks: list[float] = []
         threads: list[int] = []
+        update = defaultdict(float)  # our step → seconds from step begin to optimizer step, generation included
+        begun = [0.0]
 
         class Marks(TrainerCallback):
             def on_train_begin(self, args, state, control, **kwargs):
                 marks.append(time.perf_counter())
                 cpu_marks.append(time.process_time())
+
+            def on_step_begin(self, args, state, control, **kwargs):
+                begun[0] = time.perf_counter()
+
+            def on_optimizer_step(self, args, state, control, **kwargs):
+                update[state.global_step // updates] += time.perf_counter() - begun[0]
 
             def on_step_end(self, args, state, control, **kwargs):
                 marks.append(time.perf_counter())
@@ -203,20 +182,14 @@ class TrlRun:
             tokens[trainer.state.global_step // updates] += sum(len(ids) for ids in out[1])  # EOS included
             return out
 
-        trainer._generate = counted
-        targets = [
-            *common_targets(),
-            (trainer, "_generate", "generate"),
-            (trainer, "_calculate_rewards", "reward"),
-            (trainer, "_generate_and_score_completions", "generate_and_score"),
-        ]
-        logps = trainer._get_per_token_logps_and_entropies
-        with watch.patched(targets):
-            trainer._get_per_token_logps_and_entropies = watch.wrap(logps, "", ("forward", "score_old"))
-            try:
-                trainer.train()
-            finally:
-                trainer._get_per_token_logps_and_entropies = logps
+        # this instance's methods only (TRL offers no phase times); its class and every module stay as they are
+        trainer._generate = watch.wrap(counted, "generate")
+        trainer._calculate_rewards = watch.wrap(trainer._calculate_rewards, "reward")
+        score = trainer._generate_and_score_completions
+        trainer._generate_and_score_completions = watch.wrap(score, "generate_and_score")
+        logps = trainer._get_per_token_logps_and_entropies  # without grad: the old log-probs; with: the update's
+        trainer._get_per_token_logps_and_entropies = watch.wrap(logps, "", ("forward", "score_old"))
+        trainer.train()
         if set(threads) != {1}:
             raise RuntimeError(f"TRL ran with torch threads {sorted(set(threads))}, not 1")
         rows = []
@@ -224,7 +197,7 @@ class TrlRun:
             w = watch.seconds[i]
             total = marks[(i + 1) * updates] - marks[i * updates]
             prep = w["generate_and_score"] - w["generate"] - w["reward"] - w["score_old"]
-            named = w["generate"] + w["reward"] + w["score_old"] + prep + w["forward"] + w["backward"]
+            learn = update[i] - w["generate_and_score"]  # forward with grad, backward, clip, optimizer step
             row = {
                 "total": total,
                 "cpu": cpu_marks[(i + 1) * updates] - cpu_marks[i * updates],
@@ -232,10 +205,8 @@ class TrlRun:
                 "reward": w["reward"],
                 "score_old": w["score_old"],
                 "prep": prep,  # padding, advantages, TRL's per-step metrics
-                "forward": w["forward"],
-                "backward": w["backward"],
-                "optimizer": w["optimizer"],
-                "rest": total - named - w["optimizer"],
+                "update": learn,
+                "rest": total - w["generate_and_score"] - learn,
                 "tokens": tokens[i],
             }
             rows.append(row)

@@ -10,6 +10,21 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+RUN_UI_ENV = "HACRL_RUN_UI"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--run-ui", action="store_true", help="run the opt-in MLflow UI check (tests/ui, marker ui)")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `ui` (headless Chromium, the `ui` extra, minutes) run only when asked for."""
+    if config.getoption("--run-ui") or os.environ.get(RUN_UI_ENV) == "1":
+        return
+    skip = pytest.mark.skip(reason=f"opt-in: pytest --run-ui or {RUN_UI_ENV}=1 (docs/tracking.md)")
+    for item in items:
+        if item.get_closest_marker("ui") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(scope="session", autouse=True)

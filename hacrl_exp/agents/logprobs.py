@@ -14,13 +14,15 @@ Two ways to the same numbers (tests/agents/test_logprobs.py: equal within 1e-6 i
     the whole micro-batch's logits ever exists (the fused linear + cross-entropy of Liger kernels, in plain torch).
 `logprob_path` picks: chunked on CUDA and wherever the micro-batch's float32 logits would reach `AUTO_BYTES`,
 for the families whose head is a plain bias-free Linear applied to the last hidden state (`CHUNKED_FAMILIES`).
+`forced_path` makes every 'auto' pass of a block take one path (and chunk size): how the benchmarks measure one path
+through the trainer's own scoring and update, which ask for 'auto'.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -36,11 +38,30 @@ CHUNK_BYTES = 256 * 2**20
 AUTO_BYTES = 256 * 2**20
 """The chunked path engages off CUDA from this many bytes of a micro-batch's float32 logits (B·L·V·4)."""
 PATHS = ("auto", "full", "chunked")
+_forced: dict[str, Any] = {}
+"""'path' and 'chunk_bytes' while a `forced_path` block runs; empty otherwise."""
+
+
+@contextmanager
+def forced_path(path: str, chunk_bytes: int | None = None) -> Iterator[None]:
+    """Within the block, every log-prob pass of this process that asks for 'auto' takes `path` ('full' or
+    'chunked'), and the chunked path (with the planner's chunk term, `chunk_rows`) cuts `chunk_bytes` of float32
+    logits per chunk instead of CHUNK_BYTES. For measurements (benchmarks.memory_peaks, benchmarks.before_after);
+    one block at a time per process, not per thread."""
+    if path not in PATHS:
+        raise ValueError(f"logprob path {path!r} is not one of {PATHS}")
+    before = dict(_forced)
+    _forced.update(path=path, chunk_bytes=chunk_bytes)
+    try:
+        yield
+    finally:
+        _forced.clear()
+        _forced.update(before)
 
 
 def chunk_rows(vocab: int) -> int:
-    """Rows (response tokens) per chunk: CHUNK_BYTES of float32 logits, at least 1."""
-    return max(1, CHUNK_BYTES // (4 * vocab))
+    """Rows (response tokens) per chunk: CHUNK_BYTES (or `forced_path`'s chunk_bytes) of float32 logits, at least 1."""
+    return max(1, (_forced.get("chunk_bytes") or CHUNK_BYTES) // (4 * vocab))
 
 
 def output_head(model: torch.nn.Module) -> torch.nn.Linear | None:
@@ -58,6 +79,8 @@ def logprob_path(model: torch.nn.Module, rows: int, width: int, path: str = "aut
     """'chunked' or 'full' for a micro-batch of `rows` sequences of `width` tokens (module docstring)."""
     if path not in PATHS:
         raise ValueError(f"logprob path {path!r} is not one of {PATHS}")
+    if path == "auto":
+        path = _forced.get("path", "auto")
     head = output_head(model)
     if path == "full" or head is None:
         return "full"

@@ -152,6 +152,23 @@ def test_the_path_is_full_where_the_head_cannot_be_replaced():
         logprobs.logprob_path(model, 1, 8, "fast")
 
 
+def test_a_forced_path_holds_for_auto_calls_within_its_block_only():
+    """benchmarks.memory_peaks and before_after measure one path through the trainer's update, which asks for 'auto'."""
+    import hacrl_exp.agents.logprobs as logprobs
+
+    model = qwen3_model(vocab=1000)
+    assert logprobs.logprob_path(model, 1, 8) == "full" and logprobs.chunk_rows(1000) == logprobs.CHUNK_BYTES // 4000
+    with logprobs.forced_path("chunked", chunk_bytes=5 * 4 * 1000):
+        assert logprobs.logprob_path(model, 1, 8) == "chunked" and logprobs.chunk_rows(1000) == 5
+        assert logprobs.logprob_path(model, 1, 8, "full") == "full"  # an explicit path is kept
+        with logprobs.forced_path("full"):
+            assert logprobs.logprob_path(model, 10**6, 8) == "full" and logprobs.chunk_rows(1000) > 5
+        assert logprobs.logprob_path(model, 1, 8) == "chunked" and logprobs.chunk_rows(1000) == 5
+    assert logprobs.logprob_path(model, 1, 8) == "full" and logprobs.chunk_rows(1000) == logprobs.CHUNK_BYTES // 4000
+    with pytest.raises(ValueError, match="logprob path 'fast'"), logprobs.forced_path("fast"):
+        pass
+
+
 def test_chunked_path_under_bf16_autocast_matches_the_full_one():
     """Under autocast both paths take the head's matmul in bf16 and the log-softmax in float32."""
     from hacrl_exp.agents.precision import enable_autocast

@@ -1,4 +1,4 @@
-"""scripts/gpu_check.sh's code end to end at tiny sizes on CPU: every row with only what the GPU machine has (no
+"""benchmarks/gpu_check.sh's code end to end at tiny sizes on CPU: every row with only what the GPU machine has (no
 Hydra, MLflow, TRL...), the TRL row with TRL, and a row past its budget killed with the rows before it kept."""
 
 import json

@@ -1,12 +1,7 @@
 """Crash and resume: one run is killed with SIGKILL five times, at a different kind of point each time, and resumed
-after each kill; it ends with the metrics (metrics.jsonl and MLflow) of a run that was never interrupted.
+after each kill; it ends with the metrics (metrics.jsonl and MLflow) of a run that was never interrupted. The drill
+(kills in order, resumes, checkpoint checks) is hacrl_exp/crash_drill.py, which benchmarks.reliability reports too.
 
-Kills, in order (each resumed process continues where the previous one's last complete checkpoint left off):
-  1 during generation             HACRL_CRASH_AT=generate:5   (step 2's rollouts)
-  2 mid-update                    HACRL_CRASH_AT=update:10    (between two optimizer steps of step 3)
-  3 during a checkpoint write     HACRL_CRASH_AT=checkpoint:2 (files written, not yet renamed into place)
-  4 during MLflow logging         HACRL_CRASH_AT=mlflow:2     (between two log_batch calls of one flush)
-  5 from outside, at a random time (seeded delay after the process's first checkpoint): `kill -9`
 After each kill: every checkpoint folder loads (safetensors, weights_only), `latest` names a complete one, a half-
 written checkpoint is never taken for one. The MLflow runs are continued, never duplicated, and no metric holds a
 step twice. See hacrl_exp/faults.py for the crash points.
@@ -16,107 +11,23 @@ from __future__ import annotations
 
 import json
 import os
-import random
-import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
-import torch
-from safetensors.torch import load_file
 
-from hacrl_exp.faults import CRASH_ENV
+from hacrl_exp.crash_drill import (
+    STEPS,
+    check_checkpoints,
+    deterministic,
+    kill_five_times,
+    mlflow_histories,
+    resume_to_the_end,
+    uninterrupted,
+)
 from hacrl_exp.trainer.checkpoint import LATEST, find_checkpoint
-from hacrl_exp.trainer.loop import train
-from hacrl_exp.trainer.metrics import is_timing_key, read_metrics
-from hacrl_exp.trainer.validate import preflight
-from tests.e2e.tiny import tiny_overrides
+from hacrl_exp.trainer.metrics import read_metrics
 
-STEPS = 8
-OVERRIDES = [*tiny_overrides("pair", STEPS), "trainer.checkpoint_every=1", "trainer.keep_checkpoints=2"]
-CRASHES = ["generate:5", "update:10", "checkpoint:2", "mlflow:2"]
-KILL_SEED = 7
 TOLERANCE = 1e-6
-
-
-def deterministic(rows: list[dict]) -> dict[tuple, float]:
-    """(step, agent, metric) -> value of metrics.jsonl rows, wall-clock times left out."""
-    return {
-        (r["step"], r["agent"], k): v
-        for r in rows
-        for k, v in r.items()
-        if k not in ("step", "agent") and not is_timing_key(k)
-    }
-
-
-def mlflow_histories(store: str, experiment: str) -> dict[str, dict]:
-    """{role/agent: {'run_id', 'status', 'metrics': {key: [(step, value), ...]}}} of one experiment's runs."""
-    from mlflow.tracking import MlflowClient
-
-    client = MlflowClient(store)
-    runs = client.search_runs([client.get_experiment_by_name(experiment).experiment_id])
-    out = {}
-    for run in runs:
-        name = run.data.tags.get("agent", "")
-        assert name not in out, f"two MLflow runs for {name or 'the parent'}: the run was duplicated"
-        metrics = {
-            key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
-            for key in run.data.metrics
-            if not is_timing_key(key)
-        }
-        out[name] = {"run_id": run.info.run_id, "status": run.info.status, "metrics": metrics}
-    return out
-
-
-def check_checkpoints(run: Path) -> int:
-    """Every published checkpoint is complete and loads; returns the step `latest` resumes from."""
-    root = run / "checkpoints"
-    steps = sorted(root.glob("step_*"))
-    assert 1 <= len(steps) <= 3, steps  # keep_checkpoints=2, +1 when killed between publishing and rotating
-    for folder in steps:
-        state = json.loads((folder / "state.json").read_text())
-        assert state["step"] == int(folder.name.removeprefix("step_"))
-        for agent in ("opt_char", "gpt2_bpe"):
-            weights = load_file(folder / "agents" / agent / "model.safetensors")
-            assert weights and all(torch.isfinite(t).all() for t in weights.values())
-            torch.load(folder / "optim" / f"{agent}.pt", weights_only=True)
-        for path in [folder / "rng.pt", *sorted((folder / "rng").glob("*.pt"))]:
-            torch.load(path, weights_only=True)
-    latest = find_checkpoint(run)
-    assert latest is not None and latest.parent == root and (root / LATEST).read_text().strip() == latest.name
-    return int(latest.name.removeprefix("step_"))
-
-
-def launch(run: Path, store: str, env: dict, crash: str | None = None) -> subprocess.Popen:
-    command = [
-        sys.executable,
-        "-m",
-        "hacrl_exp.run",
-        *OVERRIDES,
-        f"trainer.output_dir={run}",
-        f"hydra.run.dir={run.parent / 'hydra'}",
-        f"tracking.uri={store}",
-        "tracking.experiment=crashed",
-    ]
-    if (run / "checkpoints").exists():
-        command.append(f"trainer.resume={run}")
-    env = {**env, CRASH_ENV: crash} if crash else env
-    return subprocess.Popen(command, env=env, cwd=run.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-
-
-def kill_at_random_time(process: subprocess.Popen, run: Path, after_step: int) -> float:
-    """SIGKILL the process a seeded random delay after it published its first checkpoint past `after_step`."""
-    deadline = time.monotonic() + 300
-    while find_checkpoint(run) is None or int(find_checkpoint(run).name[5:]) <= after_step:
-        assert process.poll() is None, process.stderr.read().decode()[-2000:]
-        assert time.monotonic() < deadline
-        time.sleep(0.01)
-    delay = random.Random(KILL_SEED).uniform(0.0, 0.3)
-    time.sleep(delay)
-    process.send_signal(signal.SIGKILL)
-    return delay
 
 
 @pytest.fixture(scope="module")
@@ -130,54 +41,9 @@ def env(tmp_path_factory) -> dict:
     return {**os.environ, "HACRL_CACHE_DIR": str(cache)}
 
 
-def uninterrupted(run: Path, store: str, env: dict) -> tuple[dict, list[dict], dict]:
-    """The run never killed (same seed and config), in this process: summary, metrics rows, MLflow histories."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HACRL_CACHE_DIR", env["HACRL_CACHE_DIR"])
-        summary = train(preflight([*OVERRIDES, f"tracking.uri={store}", "tracking.experiment=reference"]), run)
-    return summary, read_metrics(run / "metrics.jsonl"), mlflow_histories(store, "reference")
-
-
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, store, env):
     return uninterrupted(tmp_path_factory.mktemp("reference"), store, env)
-
-
-def kill_five_times(run: Path, store: str, env: dict) -> list[dict]:
-    """Start, kill and check the run five times (CRASHES, then a random kill); one record per kill."""
-    run.mkdir(parents=True, exist_ok=True)
-    kills, run_ids = [], None
-    for crash in [*CRASHES, "random"]:
-        before = check_checkpoints(run) if (run / "checkpoints").exists() else 0
-        started = time.monotonic()
-        process = launch(run, store, env, None if crash == "random" else crash)
-        delay = kill_at_random_time(process, run, before) if crash == "random" else None
-        stderr = process.communicate(timeout=600)[1].decode()
-        assert process.returncode == -signal.SIGKILL, f"{crash}: exit {process.returncode}, {stderr[-2000:]}"
-        assert not (run / "summary.json").exists()
-        step = check_checkpoints(run)
-        assert before <= step < STEPS, (crash, before, step)
-        state = json.loads((run / "checkpoints" / f"step_{step:06d}" / "state.json").read_text())
-        assert run_ids in (None, state["run_ids"])  # the same MLflow runs, kill after kill
-        run_ids = state["run_ids"]
-        leftover = sorted(p.name for p in (run / "checkpoints").glob(".tmp_step_*"))
-        if crash.startswith("checkpoint"):  # the half-written checkpoint is there, but not taken for one
-            assert leftover == [f".tmp_step_{step + 1:06d}"]
-        kills.append(
-            {"fault": crash, "delay_s": delay, "exit": process.returncode, "resumes_from": step, "leftover": leftover}
-        )
-        kills[-1]["seconds"] = time.monotonic() - started
-    return kills
-
-
-def resume_to_the_end(run: Path, store: str, env: dict) -> dict:
-    """The last resume, in this process: it runs to the end."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("HACRL_CACHE_DIR", env["HACRL_CACHE_DIR"])
-        config = preflight(
-            [*OVERRIDES, f"tracking.uri={store}", "tracking.experiment=crashed", f"trainer.resume={run}"]
-        )
-        return train(config, run.parent / "ignored")
 
 
 def test_killed_five_times_resumes_to_the_uninterrupted_metrics(tmp_path, store, env, reference):

@@ -17,13 +17,13 @@ import pytest
 
 from hacrl_exp import run
 from hacrl_exp.config.schema import TrackingConfig
+from hacrl_exp.crash_drill import mlflow_histories
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.tracking.store import check_store
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 from tests.reliability.hooks import on_step_start
-from tests.reliability.test_crash_resume import mlflow_histories
 
 
 def closed_port() -> int:

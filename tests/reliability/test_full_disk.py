@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hacrl_exp.agents.manifest import checkpoint_problem
+from hacrl_exp.crash_drill import deterministic, mlflow_histories
 from hacrl_exp.errors import OutputError
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
@@ -22,7 +23,6 @@ from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 from tests.reliability.filesystems import fill, free_bytes, make_read_only, tmpfs, umount
 from tests.reliability.hooks import on_step_start
-from tests.reliability.test_crash_resume import deterministic, mlflow_histories
 
 STEPS = 3
 OVERRIDES = [*tiny_overrides("pair", STEPS), "trainer.checkpoint_every=1", "tracking.log_models=false"]

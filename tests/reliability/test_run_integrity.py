@@ -17,6 +17,7 @@ from omegaconf import OmegaConf
 
 from hacrl_exp.agents.manifest import write_manifest
 from hacrl_exp.config.preflight import compose_config
+from hacrl_exp.crash_drill import deterministic, mlflow_histories
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.evaluation.checkpoints import resolve_checkpoints
 from hacrl_exp.trainer.loop import train
@@ -24,7 +25,6 @@ from hacrl_exp.trainer.metrics import read_metrics
 from hacrl_exp.trainer.runfolder import check_run_folder
 from hacrl_exp.trainer.validate import preflight, validate
 from tests.e2e.tiny import tiny_overrides
-from tests.reliability.test_crash_resume import deterministic, mlflow_histories
 
 STEPS = 3
 OVERRIDES = [*tiny_overrides("pair", STEPS), "trainer.checkpoint_every=1", "tracking.experiment=integrity"]

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from hacrl_exp.crash_drill import check_checkpoints, deterministic, mlflow_histories
 from hacrl_exp.trainer.checkpoint import find_checkpoint
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
 from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
-from tests.reliability.test_crash_resume import check_checkpoints, deterministic, mlflow_histories
 
 STEPS = 8
 # no periodic checkpoint: the one written on the signal is what the resume continues from

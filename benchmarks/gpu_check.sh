@@ -8,9 +8,9 @@
 # each measurement, as it is taken, to $OUT/gpu_check.jsonl (else benchmarks/results/gpu_check.jsonl) and to stdout;
 # a kill at any moment keeps every line already written. A summary table against the targets comes last.
 #
-#   scripts/gpu_check.sh                          # every row: gen,gspo,hacpo,fsdp,trl
-#   scripts/gpu_check.sh --rows gspo,trl          # some rows
-#   scripts/gpu_check.sh --smoke                  # tiny sizes on CPU
+#   benchmarks/gpu_check.sh                       # every row: gen,gspo,hacpo,fsdp,trl
+#   benchmarks/gpu_check.sh --rows gspo,trl       # some rows
+#   benchmarks/gpu_check.sh --smoke               # tiny sizes on CPU
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 HF_HUB_DISABLE_PROGRESS_BARS=1 TOKENIZERS_PARALLELISM=false

@@ -1,7 +1,8 @@
 """Look at a store's runs the way a researcher does: start `python -m hacrl_exp.ui` on it, open the links it prints
 in headless Chromium (each in a fresh profile, as a first visit), check what the pages show, and save PNGs.
 
-    python scripts/ui_check.py --store sqlite:////tmp/ui/mlflow.db --out /tmp/ui/shots [--reports reports]
+    python -m tests.ui.ui_check --store sqlite:////tmp/ui/mlflow.db --out /tmp/ui/shots [--reports reports]
+    pytest --run-ui tests/ui        # the same on a store of two tiny jobs (tests/ui/test_ui_check.py), opt-in
 
 Checks (exit status 1 when any fails, 0 otherwise; each problem is one `ERROR` line on stderr):
 - every printed MLflow link (home, final accuracy, compare configurations, models) opens in "Model training" mode;
@@ -14,7 +15,8 @@ Checks (exit status 1 when any fails, 0 otherwise; each problem is one `ERROR` l
 - the expanded cross/omega chart of the newest job whose agents share rollouts: its visible legend (the text a
   reader sees, clipped and cut by ellipses as drawn, not the page text) names every agent run;
 - no page shows an error text, the server answers no request with 5xx, and no printed report has a broken image.
-Needs the `ui` extra (playwright) and a Chromium binary (Debian's `chromium`): docs/tracking.md.
+Needs the `ui` extra (playwright) and a Chromium binary (Debian's `chromium`): docs/tracking.md. Not part of the
+default test run: the `ui` marker is skipped unless `pytest --run-ui` or HACRL_RUN_UI=1 asks for it.
 """
 
 from __future__ import annotations
