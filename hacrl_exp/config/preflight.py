@@ -27,6 +27,10 @@ from hacrl_exp.repo import REPO_ROOT
 
 CONFIG_DIR = REPO_ROOT / "conf"
 SWEEPS_DIR = REPO_ROOT / "sweeps"
+SWEEPS_GROUP = "hparams_search"
+"""The config group whose options are the studies in sweeps/ (served by hydra_plugins/hacrl_sweeps)."""
+OLD_SWEEPS_GROUP = "sweep"
+"""SWEEPS_GROUP's old name: an override of it is refused in one line naming SWEEPS_GROUP."""
 """The α studies: groups hparams_search and sweep (hydra_plugins/hacrl_sweeps, on conf/config.yaml's search path)."""
 HYDRA_KEYS_CHECKED = ("hydra.searchpath", "hydra.sweeper.")  # composed too: the groups they find, sweeper typos
 ConfigStore.instance().store(name="config_schema", node=Config)
@@ -51,7 +55,7 @@ def first_choices(overrides: list[str]) -> list[str]:
 
 
 def group_options(group: str) -> list[str]:
-    folder = SWEEPS_DIR if group in ("hparams_search", "sweep") else CONFIG_DIR / group
+    folder = SWEEPS_DIR if group == SWEEPS_GROUP else CONFIG_DIR / group
     return sorted(p.stem for p in folder.glob("*.yaml")) if folder.is_dir() else []
 
 
@@ -61,6 +65,7 @@ def compose_config(
     """The composed config for these overrides, with Hydra's errors turned into one-line ConfigErrors
     (`explain` words an OmegaConf error; the default knows the training schema). `config_dir=None` searches only
     Hydra's ConfigStore, for an app whose keys share names with conf/'s groups (see evaluate_schema)."""
+    _refuse_old_sweeps_group(overrides)
     GlobalHydra.instance().clear()
     try:
         if config_dir is None:
@@ -80,6 +85,17 @@ def compose_config(
         raise ConfigError(explain(cause) if isinstance(cause, OmegaConfBaseException) else _first_line(exc)) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def _refuse_old_sweeps_group(overrides: list[str]) -> None:
+    """`+sweep=<name>` is one line naming `+hparams_search=<name>` (Hydra would take it for a new key `sweep`)."""
+    for item in overrides:
+        key, _, value = item.lstrip("+~").partition("=")
+        if key == OLD_SWEEPS_GROUP:
+            raise ConfigError(
+                f"{key}={value}: the group {key} is now {SWEEPS_GROUP}; use +{SWEEPS_GROUP}={value} "
+                f"({SWEEPS_DIR.name}/{value}.yaml)"
+            )
 
 
 def _missing_option(overrides: list[str], exc: Exception) -> str:

@@ -1,9 +1,9 @@
-"""A Hydra config source that serves the repository's top-level `sweeps/` folder as two config groups.
+"""A Hydra config source that serves the repository's top-level `sweeps/` folder as the config group `hparams_search`.
 
 conf/config.yaml puts `hacrl-sweeps://sweeps` on Hydra's search path; this source answers for it, so that
-`+hparams_search=<name>` (the lightning-hydra-template group) and `+sweep=<name>` (its older name here) both read
-`sweeps/<name>.yaml`, one file per study, with no copy of it under conf/. A relative path is taken from the
-repository root (the folder that holds hydra_plugins/ and conf/).
+`+hparams_search=<name>` (the lightning-hydra-template group) reads `sweeps/<name>.yaml`, one file per study, with no
+copy of it under conf/ (`+sweep=<name>`, the group's old name, is refused in one line by hacrl_exp.config.preflight).
+A relative path is taken from the repository root (the folder that holds hydra_plugins/ and conf/).
 """
 
 from __future__ import annotations
@@ -17,12 +17,12 @@ from omegaconf import OmegaConf
 
 from hacrl_exp.repo import REPO_ROOT
 
-GROUPS = ("hparams_search", "sweep")
-"""The config groups served from sweeps/; both hold the same studies."""
+GROUP = "hparams_search"
+"""The config group served from sweeps/ (hacrl_exp.config.preflight.SWEEPS_GROUP; a test holds them equal)."""
 
 
 class SweepsConfigSource(ConfigSource):
-    """`hacrl-sweeps://<folder>`: `<group>/<name>` → `<folder>/<name>.yaml` for each group in GROUPS."""
+    """`hacrl-sweeps://<folder>`: `hparams_search/<name>` → `<folder>/<name>.yaml`."""
 
     def __init__(self, provider: str, path: str) -> None:
         super().__init__(provider=provider, path=path)
@@ -33,9 +33,9 @@ class SweepsConfigSource(ConfigSource):
         return "hacrl-sweeps"
 
     def _file(self, config_path: str) -> Path | None:
-        """The study file behind `<group>/<name>[.yaml]`, or None when the path is not in one of GROUPS."""
+        """The study file behind `hparams_search/<name>[.yaml]`, or None when the path is not in that group."""
         group, _, name = config_path.strip("/").partition("/")
-        if group not in GROUPS or not name or "/" in name:
+        if group != GROUP or not name or "/" in name:
             return None
         return self.folder / self._normalize_file_name(name)
 
@@ -55,7 +55,7 @@ class SweepsConfigSource(ConfigSource):
         return self.folder.is_dir()
 
     def is_group(self, config_path: str) -> bool:
-        return config_path.strip("/") in ("", *GROUPS) and self.available()
+        return config_path.strip("/") in ("", GROUP) and self.available()
 
     def is_config(self, config_path: str) -> bool:
         file = self._file(config_path)
@@ -64,7 +64,7 @@ class SweepsConfigSource(ConfigSource):
     def list(self, config_path: str, results_filter: ObjectType | None) -> list[str]:
         group = config_path.strip("/")
         if group == "":
-            return list(GROUPS) if results_filter in (None, ObjectType.GROUP) else []
-        if group not in GROUPS or results_filter == ObjectType.GROUP or not self.available():
+            return [GROUP] if results_filter in (None, ObjectType.GROUP) else []
+        if group != GROUP or results_filter == ObjectType.GROUP or not self.available():
             return []
         return sorted(p.stem for p in self.folder.glob("*.yaml") if not p.name.startswith("_") and os.path.isfile(p))

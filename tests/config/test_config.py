@@ -99,20 +99,27 @@ def test_hydra_flags_are_not_overrides():
 
 
 @pytest.mark.parametrize("study", ["alpha_pair", "alpha_pair_quick"])
-def test_both_sweep_group_names_read_the_study_in_sweeps(study):
-    """+hparams_search=<name> and the older +sweep=<name> compose the same study, read from the top-level sweeps/
-    through Hydra's search path (hydra_plugins/hacrl_sweeps): one file per study, none under conf/."""
-    assert (CONFIG_DIR.parent / "sweeps" / f"{study}.yaml").is_file()
-    assert not (CONFIG_DIR / "hparams_search").exists() and not (CONFIG_DIR / "sweep").exists()
+def test_the_sweep_group_reads_the_study_in_sweeps_and_the_old_name_is_refused(study):
+    """+hparams_search=<name> composes the study, read from the top-level sweeps/ through Hydra's search path
+    (hydra_plugins/hacrl_sweeps): one file per study, none under conf/. The group's old name, +sweep=<name>, is one
+    line naming hparams_search."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
+    from hydra.types import RunMode
 
-    composed = {}
-    for group in ("sweep", "hparams_search"):
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
-            composed[group] = compose("config", [f"+{group}={study}"], return_hydra_config=True)
+    from hacrl_exp.config.preflight import SWEEPS_GROUP, compose_config
+    from hydra_plugins.hacrl_sweeps.sweeps_source import GROUP
+
+    assert GROUP == SWEEPS_GROUP == "hparams_search"
+    assert (CONFIG_DIR.parent / "sweeps" / f"{study}.yaml").is_file()
+    assert not (CONFIG_DIR / "hparams_search").exists() and not (CONFIG_DIR / "sweep").exists()
     GlobalHydra.instance().clear()
-    old, new = composed["sweep"], composed["hparams_search"]
-    assert old.hydra.sweeper == new.hydra.sweeper and old.hydra.sweeper.study_name == study
-    assert old.hydra.mode == new.hydra.mode and old.trainer == new.trainer
+    with initialize_config_dir(config_dir=str(CONFIG_DIR), version_base="1.3"):
+        composed = compose("config", [f"+hparams_search={study}"], return_hydra_config=True)
+    GlobalHydra.instance().clear()
+    assert composed.hydra.sweeper.study_name == study and composed.hydra.mode == RunMode.MULTIRUN
+    with pytest.raises(ConfigError) as err:
+        compose_config([f"+sweep={study}"])
+    assert str(err.value) == (
+        f"sweep={study}: the group sweep is now hparams_search; use +hparams_search={study} (sweeps/{study}.yaml)"
+    )
