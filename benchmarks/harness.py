@@ -137,18 +137,14 @@ def run_training(overrides: list[str], steps: int, out_dir: Path) -> list[dict]:
     return step_records(read_metrics(out_dir / "metrics.jsonl"))
 
 
-class StepWatcher:
-    """Calls on_step(step) from a background thread soon after each training step's job row reaches the run's
-    metrics.jsonl (polled every `interval` s). Run with `STEP_FLUSH`, else the loop writes the file only every
-    tracking.flush_every steps or at checkpoints. A context manager around `train`: the last rows are read on exit.
-    """
+class Poller:
+    """A context manager around a run: a background thread calls `_poll` every `interval` s, and once more on exit."""
 
-    def __init__(self, metrics: Path, on_step: Callable[[int], None], interval: float = 0.005) -> None:
-        self.metrics, self.on_step, self.interval = Path(metrics), on_step, interval
-        self._offset, self._stop = 0, threading.Event()
-        self._thread = threading.Thread(target=self._run, name="step-watcher", daemon=True)
+    def __init__(self, interval: float) -> None:
+        self.interval, self._stop = interval, threading.Event()
+        self._thread = threading.Thread(target=self._run, name=type(self).__name__, daemon=True)
 
-    def __enter__(self) -> StepWatcher:
+    def __enter__(self):
         self._thread.start()
         return self
 
@@ -160,6 +156,20 @@ class StepWatcher:
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._poll()
+
+    def _poll(self) -> None:
+        raise NotImplementedError
+
+
+class StepWatcher(Poller):
+    """Calls on_step(step) from a background thread soon after each training step's job row reaches the run's
+    metrics.jsonl (polled every `interval` s). Run with `STEP_FLUSH`, else the loop writes the file only every
+    tracking.flush_every steps or at checkpoints. A context manager around `train`: the last rows are read on exit.
+    """
+
+    def __init__(self, metrics: Path, on_step: Callable[[int], None], interval: float = 0.005) -> None:
+        super().__init__(interval)
+        self.metrics, self.on_step, self._offset = Path(metrics), on_step, 0
 
     def _poll(self) -> None:
         try:

@@ -22,14 +22,13 @@ import bisect
 import os
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 
 import psutil
 
 from benchmarks.common import print_table, write_json
-from benchmarks.harness import RESULTS, machine, rss_mb
+from benchmarks.harness import RESULTS, Poller, machine, rss_mb
 
 MIB = 2**20
 CHECKPOINT_EVERY, KEEP = 50, 2
@@ -39,31 +38,17 @@ def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.rglob("*") if p.is_file())
 
 
-class RunWatcher:
+class RunWatcher(Poller):
     """A thread that follows a training run from outside: this process's RSS every `interval` s as (time.time(),
     MiB), and per checkpoint step the checkpoints folder's names and bytes as it stands once published and rotated
     (the last listing seen while `latest` names that step, the newest step folder, and no temporary folder is
     being written)."""
 
     def __init__(self, run: Path, interval: float = 0.02) -> None:
-        self.root, self.interval = run / "checkpoints", interval
+        super().__init__(interval)
+        self.root = run / "checkpoints"
         self.samples: list[tuple[float, float]] = []
         self.checkpoints: dict[int, tuple[list[str], int]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="run-watcher", daemon=True)
-
-    def __enter__(self) -> RunWatcher:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self._poll()
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self._poll()
 
     def _poll(self) -> None:
         self.samples.append((time.time(), rss_mb()))
