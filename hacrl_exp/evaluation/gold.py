@@ -28,7 +28,7 @@ from pathlib import Path
 
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.evaluation.data import load_problems
-from hacrl_exp.evaluation.report import markdown_table, shorten
+from hacrl_exp.evaluation.markdown import markdown_table, shorten
 from hacrl_exp.evaluation.spec import BenchmarkSpec, known_benchmarks, load_benchmark
 from hacrl_exp.rewards import Grader
 from hacrl_exp.rewards.extract import GOLD_EXTRACTORS
