@@ -4,7 +4,7 @@
         rehearsal.tokenizers=../shared/tokenizers
 
 The overrides compose and validate exactly as for `python -m hacrl_exp.run`; rehearsal.* (conf/rehearsal) sets the
-rehearsal. Prints the changes made to the preset, then the report (also written as rehearsal.md in the rehearsal's
+rehearsal. Prints the changes made to the preset, then the findings (also written as rehearsal.md in the rehearsal's
 folder). Exit code 0 when every stage ran; 2 with one line when something would break the real run: a bad config,
 a missing tokenizer, ids outside the embedding table, a template that drops the problem, or a stage that fails.
 """
@@ -33,11 +33,11 @@ def main(argv: list[str] | None = None) -> None:
         overrides = overrides_of(argv)
         config = preflight(overrides + config_dirs_of(argv))
         command = " ".join(["python -m hacrl_exp.rehearse", *map(shlex.quote, argv)])
-        report, folder = rehearse(config, command, experiment_of(overrides))
-    print(report.markdown())
-    print(f"rehearsal report: {folder / 'rehearsal.md'}")
-    if report.error:
-        print(f"error: {report.error}", file=sys.stderr)
+        findings, folder = rehearse(config, command, experiment_of(overrides))
+    print(findings.markdown())
+    print(f"rehearsal findings: {folder / 'rehearsal.md'}")
+    if findings.error:
+        print(f"error: {findings.error}", file=sys.stderr)
         sys.exit(2)
 
 

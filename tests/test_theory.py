@@ -12,7 +12,7 @@ import hacrl_exp.theory.__main__ as cli
 from hacrl_exp.theory import alignment, baseline
 from hacrl_exp.theory.alignment import check_gradient_alignment
 from hacrl_exp.theory.baseline import check_exact_baseline, check_per_prompt_omega, expected_baseline
-from hacrl_exp.theory.report import CheckResult, Identity
+from hacrl_exp.theory.results import CheckResult, Identity
 from hacrl_exp.theory.window import check_window_bias
 
 # spec §6.4 test 1, copied here rather than imported so the test does not trust the module's constant

@@ -28,7 +28,7 @@ from pathlib import Path
 
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.evaluation.data import load_problems
-from hacrl_exp.evaluation.report import markdown_table, shorten
+from hacrl_exp.evaluation.markdown import markdown_table, shorten
 from hacrl_exp.evaluation.spec import BenchmarkSpec, known_benchmarks, load_benchmark
 from hacrl_exp.rewards import Grader
 from hacrl_exp.rewards.extract import GOLD_EXTRACTORS
@@ -48,7 +48,7 @@ class Disagreement:
 
 
 @dataclass
-class GoldReport:
+class GoldAgreement:
     """Agreement of one benchmark's gold solutions with its gold answers."""
 
     benchmark: str
@@ -100,7 +100,7 @@ def gold_candidates(spec: BenchmarkSpec, problem: Problem) -> list[str]:
     return list(dict.fromkeys(c for text in texts for c in extract(text)))
 
 
-def check_gold(spec: BenchmarkSpec, problems: list[Problem], grader: Grader) -> GoldReport:
+def check_gold(spec: BenchmarkSpec, problems: list[Problem], grader: Grader) -> GoldAgreement:
     """Grade each problem's gold text, and each gold answer's rewrite (see module docstring), with the one grader."""
     started = time.perf_counter()
     usable = [p for p in problems if p.solution]
@@ -115,39 +115,41 @@ def check_gold(spec: BenchmarkSpec, problems: list[Problem], grader: Grader) -> 
     reasons_of: list[list[str]] = [[] for _ in usable]
     for (i, _), grade in zip(flat, grades):
         reasons_of[i].append(grade.reason)
-    report = GoldReport(spec.name, len(usable), 0, spec.gold.threshold, 0.0, skipped=len(problems) - len(usable))
+    agreement = GoldAgreement(spec.name, len(usable), 0, spec.gold.threshold, 0.0, skipped=len(problems) - len(usable))
     quirks = dict(spec.gold.quirks)
     for problem, cands, reasons in zip(usable, candidates, reasons_of):
         if "correct" in reasons:
-            report.agreed += 1
+            agreement.agreed += 1
             continue
         if problem.id in quirks:
-            report.quirks += 1
-            report.disagreements.append(Disagreement(problem.id, "quirk: " + quirks[problem.id], problem.answer, cands))
+            agreement.quirks += 1
+            agreement.disagreements.append(
+                Disagreement(problem.id, "quirk: " + quirks[problem.id], problem.answer, cands)
+            )
             continue
         reason = next((r for r in ("timeout", "grader_error", "wrong") if r in reasons), "no_answer")
-        report.reasons[reason] = report.reasons.get(reason, 0) + 1
-        report.disagreements.append(Disagreement(problem.id, reason, problem.answer, cands))
-    check_rewrites(report, problems, grader, spec.grader)
-    report.seconds = time.perf_counter() - started
-    return report
+        agreement.reasons[reason] = agreement.reasons.get(reason, 0) + 1
+        agreement.disagreements.append(Disagreement(problem.id, reason, problem.answer, cands))
+    check_rewrites(agreement, problems, grader, spec.grader)
+    agreement.seconds = time.perf_counter() - started
+    return agreement
 
 
-def check_rewrites(report: GoldReport, problems: list[Problem], grader: Grader, compare: str) -> None:
+def check_rewrites(agreement: GoldAgreement, problems: list[Problem], grader: Grader, compare: str) -> None:
     """Grade every gold answer's second form (`rewrite`) against the gold answer, without the question (a rewrite
-    may change the form a question asks for: the check is about reading forms); failures go to the report. Exact-match
-    benchmarks (arithmetic) have no second form."""
+    may change the form a question asks for: the check is about reading forms); failures are kept in `agreement`.
+    Exact-match benchmarks (arithmetic) have no second form."""
     if compare == "exact":
         return
     pairs = [(p, form) for p in problems if (form := rewrite(p.meta.get("answer_raw", p.answer))) is not None]
     golds = [gold_answer(p, compare) for p, _ in pairs]
     grades = grader.grade_answers([form for _, form in pairs], golds, compare=compare)
-    report.rewritten = len(pairs)
+    agreement.rewritten = len(pairs)
     for (problem, form), grade in zip(pairs, grades):
         if grade.reward == 1.0:
-            report.rewrite_ok += 1
+            agreement.rewrite_ok += 1
         else:
-            report.rewrite_failures.append(Disagreement(problem.id, grade.reason, problem.answer, [form]))
+            agreement.rewrite_failures.append(Disagreement(problem.id, grade.reason, problem.answer, [form]))
 
 
 _COMMANDS = re.compile(r"\\(?:text|mathrm|operatorname)\s*\{[^{}]*\}|\\[A-Za-z]+")
@@ -168,28 +170,29 @@ def gold_benchmarks() -> list[str]:
     return [name for name in known_benchmarks() if load_benchmark(name).gold is not None]
 
 
-def run(args: argparse.Namespace) -> list[GoldReport]:
-    """Load, check and print every requested benchmark; returns the reports."""
+def run(args: argparse.Namespace) -> list[GoldAgreement]:
+    """Load, check and print every requested benchmark; returns the agreements."""
     names = args.benchmarks or [n for n in gold_benchmarks() if not n.endswith(("_sampled", "_bare"))]
     specs = [load_benchmark(n) for n in names]
     for spec in specs:
         if spec.gold is None:
             raise ConfigError(f"benchmark {spec.name} has no gold block; choose from {gold_benchmarks()}")
     data = [load_problems(s, args.data_dir, args.limit, args.source) for s in specs]  # bad data fails before grading
-    reports = []
+    agreements = []
     with Grader(args.timeout, args.workers) as grader:
         grader.start()
         for spec, problems in zip(specs, data):
-            reports.append(check_gold(spec, problems, grader))
-            print(f"{spec.name}: {reports[-1].agreed}/{reports[-1].rows} in {reports[-1].seconds:.1f} s", flush=True)
-    print_reports(reports, args.show)
+            agreements.append(check_gold(spec, problems, grader))
+            last = agreements[-1]
+            print(f"{spec.name}: {last.agreed}/{last.rows} in {last.seconds:.1f} s", flush=True)
+    print_agreements(agreements, args.show)
     if args.json:
-        payload = [{**asdict(r), "agreement": r.agreement, "passed": r.passed} for r in reports]
+        payload = [{**asdict(r), "agreement": r.agreement, "passed": r.passed} for r in agreements]
         Path(args.json).write_text(json.dumps(payload, indent=1))
-    return reports
+    return agreements
 
 
-def print_reports(reports: list[GoldReport], show: int) -> None:
+def print_agreements(agreements: list[GoldAgreement], show: int) -> None:
     """The agreement table, then up to `show` disagreements per benchmark."""
     rows = [
         [
@@ -204,7 +207,7 @@ def print_reports(reports: list[GoldReport], show: int) -> None:
             " ".join(f"{k}={v}" for k, v in sorted(r.reasons.items())) or "-",
             f"{r.seconds:.1f}",
         ]
-        for r in reports
+        for r in agreements
     ]
     headers = [
         "benchmark",
@@ -219,7 +222,7 @@ def print_reports(reports: list[GoldReport], show: int) -> None:
         "seconds",
     ]
     print("\n" + markdown_table(headers, rows))
-    for r in reports:
+    for r in agreements:
         if r.disagreements and show:
             print(f"\n{r.benchmark}: {len(r.disagreements)} disagreements (first {min(show, len(r.disagreements))})")
             for d in r.disagreements[:show]:
@@ -239,13 +242,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2, help="grader worker processes")
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds per answer")
     parser.add_argument("--show", type=int, default=20, help="disagreements listed per benchmark")
-    parser.add_argument("--json", default=None, help="also write the reports to this JSON file")
+    parser.add_argument("--json", default=None, help="also write the agreements to this JSON file")
     args = parser.parse_args(argv)
     with exit_on_bad_input(ConfigError, DataError):
         if args.limit is not None and args.limit < 1:
             raise ConfigError(f"--limit={args.limit} must be >= 1")
-        reports = run(args)
-    failed = [r.benchmark for r in reports if not r.passed]
+        agreements = run(args)
+    failed = [r.benchmark for r in agreements if not r.passed]
     if failed:
         print(f"\nFAIL: below threshold: {', '.join(failed)}", file=sys.stderr)
     return 1 if failed else 0

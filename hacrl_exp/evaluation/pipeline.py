@@ -14,7 +14,7 @@ import pandas as pd
 from hacrl_exp.config.evaluate_schema import EvaluateConfig
 from hacrl_exp.evaluation.checkpoints import resolve_checkpoints
 from hacrl_exp.evaluation.data import load_problems
-from hacrl_exp.evaluation.report import markdown_table
+from hacrl_exp.evaluation.markdown import markdown_table
 from hacrl_exp.evaluation.spec import load_benchmark
 from hacrl_exp.rewards import FORMS
 

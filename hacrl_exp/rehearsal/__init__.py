@@ -5,7 +5,7 @@ the real tokenizer, vocabulary, special tokens and positions, at a tiny width an
 evaluation sizes are cut; lengths are kept. Every stage of the real run then runs once, and rehearsal.md reports
 what would break the run (errors, exit 2) or looks wrong (warnings), with the statistics of README's "Before you spend
 GPUs". Modules: sources (where each agent's files come from; the per-checkpoint facts are agents.hub_checkpoints),
-checks, stats, models (the stand-ins), stages, report, pipeline (the order).
+checks, stats, models (the stand-ins), stages, findings (rehearsal.md), pipeline (the order).
 """
 
 from hacrl_exp.rehearsal.pipeline import rehearse

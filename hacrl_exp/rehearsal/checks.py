@@ -152,7 +152,7 @@ def _check_positions(view: AgentView, config: Config) -> list[str]:
 
 def length_warnings(view: AgentView, stats, max_new_tokens: int) -> list[str]:
     """What the statistics say the run will cut: training prompts over the prompt limit, benchmark prompts over
-    evaluate's, gold solutions over max_new_tokens (stats: the agent's report.AgentStats)."""
+    evaluate's, gold solutions over max_new_tokens (stats: the agent's findings.AgentStats)."""
     key, out = view.source.key, []
     train, *benchmarks = stats.prompts
     cut = int((train.lengths > view.prompt_limit).sum())

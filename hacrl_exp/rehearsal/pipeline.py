@@ -27,7 +27,7 @@ from pathlib import Path
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.rehearsal.checks import AgentView, check_agent, length_warnings
-from hacrl_exp.rehearsal.report import AgentStats, Report
+from hacrl_exp.rehearsal.findings import AgentStats, Findings
 from hacrl_exp.rehearsal.sources import AgentSource, resolve_sources, write_tokenizer
 from hacrl_exp.rehearsal.stages import cut_down, evaluate_stage, export_stage, plan_stage, train_stage
 from hacrl_exp.rehearsal.stats import prompt_lengths, round_trip, text_lengths
@@ -140,85 +140,87 @@ def edges_round_trips(views: list[AgentView], config: Config, task) -> list:
     ]
 
 
-def timed(report: Report, name: str, stage: Callable[[], list[str]]) -> None:
-    """Run one stage, recording its lines and seconds; report.running names it while it runs."""
+def timed(findings: Findings, name: str, stage: Callable[[], list[str]]) -> None:
+    """Run one stage, recording its lines and seconds; findings.running names it while it runs."""
     print(f"rehearsal: {name} ...", file=sys.stderr, flush=True)
-    report.running, started = name, time.perf_counter()
+    findings.running, started = name, time.perf_counter()
     lines = stage()
-    report.stages.append((name, time.perf_counter() - started, lines))
-    report.running = None
+    findings.stages.append((name, time.perf_counter() - started, lines))
+    findings.running = None
 
 
-def rehearse(config: Config, command: str, experiment: str) -> tuple[Report, Path]:
-    """Run the rehearsal of a validated config; returns its report and folder (rehearsal.md written there).
+def rehearse(config: Config, command: str, experiment: str) -> tuple[Findings, Path]:
+    """Run the rehearsal of a validated config; returns its findings and folder (rehearsal.md written there).
 
     What the checks find raises ConfigError before any model is built, and leaves no folder behind; a failing stage
-    is the report's error (its traceback in <folder>/error.txt)."""
+    is the findings' error (its traceback in <folder>/error.txt)."""
     import torch
 
     started = time.perf_counter()
     check_settings(config)
     folder = rehearsal_folder(config, experiment)
     torch.set_num_threads(config.rehearsal.threads)
-    report = Report(command, prompt_limit=config.task.max_prompt_tokens, max_new_tokens=config.rollout.max_new_tokens)
+    findings = Findings(
+        command, prompt_limit=config.task.max_prompt_tokens, max_new_tokens=config.rollout.max_new_tokens
+    )
     written = folder / "models" if folder.exists() else folder  # an empty folder that was given stays
     try:
         views = load_views(config, resolve_sources(config, config.rehearsal.tokenizers), folder / "models")
         for view in views:
-            report.warnings += check_agent(view, config)
+            findings.warnings += check_agent(view, config)
     except ConfigError:
         shutil.rmtree(written, ignore_errors=True)  # only the tokenizer files written above
         raise
-    report.views = views
+    findings.views = views
     cut = cut_down(config, {v.name: folder / "models" / v.name for v in views}, folder)
-    report.changes = cut.changes
+    findings.changes = cut.changes
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    report.header = [f"{datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} CPU cores, load average {load:.2f} at start"]
-    for line in [*(f"change: {c}" for c in cut.changes), *(f"warning: {w}" for w in report.warnings)]:
+    findings.header = [f"{datetime.now():%Y-%m-%d %H:%M}, {os.cpu_count()} CPU cores, load average {load:.2f} at start"]
+    for line in [*(f"change: {c}" for c in cut.changes), *(f"warning: {w}" for w in findings.warnings)]:
         print(line, file=sys.stderr)
     try:
-        _stages(report, cut, views, config, folder)
-    except Exception as exc:  # a stage that fails here would fail the real run: the report says which, and why
+        _stages(findings, cut, views, config, folder)
+    except Exception as exc:  # a stage that fails here would fail the real run: rehearsal.md says which, and why
         (folder / "error.txt").write_text(traceback.format_exc())
-        report.error = (
-            f"stage {report.running} failed: {type(exc).__name__}: {first_line(exc)} ({folder / 'error.txt'})"
+        findings.error = (
+            f"stage {findings.running} failed: {type(exc).__name__}: {first_line(exc)} ({folder / 'error.txt'})"
         )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20  # KiB on Linux
     cpu = resource.getrusage(resource.RUSAGE_SELF)
-    report.header.append(
+    findings.header.append(
         f"Wall time {time.perf_counter() - started:.0f} s, CPU {cpu.ru_utime + cpu.ru_stime:.0f} s, peak memory "
         f"{peak:.1f} GiB; folder {folder}"
     )
-    write_text_atomic(folder / "rehearsal.md", report.markdown())
-    return report, folder
+    write_text_atomic(folder / "rehearsal.md", findings.markdown())
+    return findings, folder
 
 
-def _stages(report: Report, cut, views: list[AgentView], config: Config, folder: Path) -> None:
+def _stages(findings: Findings, cut, views: list[AgentView], config: Config, folder: Path) -> None:
     from hacrl_exp.rehearsal.models import save_stand_in
     from hacrl_exp.tasks import build_task
 
     task = build_task(config.task)
     try:
-        timed(report, "statistics", lambda: _statistics(report, views, config, task))
+        timed(findings, "statistics", lambda: _statistics(findings, views, config, task))
     finally:
         task.close()
     for index, view in enumerate(views):
         seed, target = config.seed * 1000 + index, folder / "models" / view.name
         build = partial(save_stand_in, view.source, view.tokenizer, config.rehearsal, seed, target)
-        timed(report, f"stand-in {view.name}", lambda build=build: [build()])
-    timed(report, "construction", lambda: construct(cut))
-    timed(report, "plan (real sizes)", lambda: plan_stage(config))
+        timed(findings, f"stand-in {view.name}", lambda build=build: [build()])
+    timed(findings, "construction", lambda: construct(cut))
+    timed(findings, "plan (real sizes)", lambda: plan_stage(config))
     if config.rehearsal.train:
-        timed(report, "train", lambda: train_stage(cut))
-        timed(report, "evaluate", lambda: evaluate_stage(cut, folder))
-        timed(report, "lm-eval export", lambda: export_stage(cut, folder))
+        timed(findings, "train", lambda: train_stage(cut))
+        timed(findings, "evaluate", lambda: evaluate_stage(cut, folder))
+        timed(findings, "lm-eval export", lambda: export_stage(cut, folder))
 
 
-def _statistics(report: Report, views: list[AgentView], config: Config, task) -> list[str]:
-    report.stats = agent_statistics(views, task, config)
+def _statistics(findings: Findings, views: list[AgentView], config: Config, task) -> list[str]:
+    findings.stats = agent_statistics(views, task, config)
     for view in views:
-        report.warnings += length_warnings(view, report.stats[view.name], config.rollout.max_new_tokens)
-    report.round_trips = edges_round_trips(views, config, task)
+        findings.warnings += length_warnings(view, findings.stats[view.name], config.rollout.max_new_tokens)
+    findings.round_trips = edges_round_trips(views, config, task)
     return [f"{len(task.train_set)} MATH training problems, {len(task.eval_set)} held-out, {len(views)} agents"]
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from hacrl_exp.evaluation.report import markdown_table
+from hacrl_exp.evaluation.markdown import markdown_table
 from hacrl_exp.report.compare import Comparison
 from hacrl_exp.report.costs import cost_ratios, held_equal, not_logged
 from hacrl_exp.report.rules import CLAIMS, MAIN_METHODS

@@ -27,7 +27,7 @@ from pathlib import Path
 import pandas as pd
 
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
-from hacrl_exp.evaluation.report import markdown_table
+from hacrl_exp.evaluation.markdown import markdown_table
 from hacrl_exp.report.claims import hypothesis_rows
 from hacrl_exp.report.compare import Comparison, judged, seed_comparison
 from hacrl_exp.report.power import DRAWS, MAX_SEEDS

@@ -7,7 +7,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pandas as pd
 
-from hacrl_exp.evaluation.report import markdown_table
+from hacrl_exp.evaluation.markdown import markdown_table
 from hacrl_exp.report.claims import hypothesis_rows, tally
 from hacrl_exp.report.compare import Comparison
 from hacrl_exp.report.costs import COSTS, EXTRA, not_logged

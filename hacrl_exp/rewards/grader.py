@@ -31,7 +31,7 @@ it, so a response earns the same verdict wherever it is graded. For one (respons
 Reasons: 'correct', 'wrong', 'no_answer', 'timeout', 'grader_error'. Reward is 1.0 for 'correct', else 0.0. Under
 `verl` a reward is 1.0 exactly when verl's `compute_score` is (reasons 'correct', 'wrong' or 'no_answer').
 
-Every Grade carries the verdict under both policies (`Grade.reason_under`), decided in one pass by `Plan.reason`, so
+Every Grade carries the verdict under both policies (`Grade.reason_under`), decided in one pass by `Decision.reason`, so
 an evaluation reports the other policy's accuracy beside the one it graded under.
 """
 
@@ -218,21 +218,21 @@ class Grader:
             )
         compare, forms = resolve_compare(compare), resolve_forms(forms)
         other = next(f for f in FORMS if f != forms)
-        plans: list[str | Plan] = []
+        decisions: list[str | Decision] = []
         for answer, gold, question in zip(answers, golds, questions):
             if answer is None:
-                plans.append("no_answer")
+                decisions.append("no_answer")
             elif compare == "exact":
-                plans.append(_verdict(answer.strip() == gold.strip()))
+                decisions.append(_verdict(answer.strip() == gold.strip()))
             elif compare == "verl":
-                plans.append(verl_math.reason(answer, gold))
+                decisions.append(verl_math.reason(answer, gold))
             else:
-                plans.append(comparisons(answer, gold, question))
-        verdicts = self._verdicts({pair for plan in plans if isinstance(plan, Plan) for pair in plan.pairs()})
+                decisions.append(comparisons(answer, gold, question))
+        verdicts = self._verdicts({pair for d in decisions if isinstance(d, Decision) for pair in d.pairs()})
         grades = []
-        for plan, answer in zip(plans, answers):
-            reason = plan if isinstance(plan, str) else plan.reason(verdicts, forms)
-            other_reason = None if isinstance(plan, str) else plan.reason(verdicts, other)
+        for decision, answer in zip(decisions, answers):
+            reason = decision if isinstance(decision, str) else decision.reason(verdicts, forms)
+            other_reason = None if isinstance(decision, str) else decision.reason(verdicts, other)
             other_reason = None if other_reason == reason else other_reason
             grades.append(Grade(1.0 if reason == "correct" else 0.0, reason, answer, forms, other_reason))
         return grades
@@ -263,7 +263,7 @@ Comparison = tuple[str, str]
 
 
 @dataclass(frozen=True)
-class Plan:
+class Decision:
     """How the `math` rule decides one answer under both policies (`FORMS`): alternatives, each a tuple of comparisons
     that must all hold (the answer is correct when one alternative holds; none: wrong)."""
 
@@ -285,7 +285,7 @@ class Plan:
         return _combine(alternatives, verdicts) if alternatives else "wrong"
 
 
-def comparisons(answer: str, gold: str, question: str | None) -> Plan:
+def comparisons(answer: str, gold: str, question: str | None) -> Decision:
     """How the `math` rule decides one answer: whether it ignores a requested form, and alternatives, each a tuple of
     (canonical answer, gold) comparisons that must all hold; the answer is correct when one alternative holds.
 
@@ -306,17 +306,17 @@ def comparisons(answer: str, gold: str, question: str | None) -> Plan:
         labels, gold_items = zip(*map(label_value, gold_items))
         gold = ",".join(gold_items)
         if len(labels) > 1 and len(set(labels)) == len(labels):  # distinct labels fix the values' order
-            return Plan(_item_by_item(items, gold_items), ignores)
+            return Decision(_item_by_item(items, gold_items), ignores)
     if forms.ordered and len(gold_items) > 1:
-        return Plan(_item_by_item(items, gold_items), ignores)
+        return Decision(_item_by_item(items, gold_items), ignores)
     mine = ",".join(items)
     alternatives, percent = (((mine, gold),),), ()
     if _PERCENT.search(answer) and is_number(mine):
         percent = (((hundredth(mine), gold),),)
     asks_form = forms.fraction or forms.decimal or "fraction" in (question or "").lower()
     if asks_form:
-        return Plan(alternatives, ignores, percent)
-    return Plan(alternatives + percent, ignores)
+        return Decision(alternatives, ignores, percent)
+    return Decision(alternatives + percent, ignores)
 
 
 def _item_by_item(items: list[str], gold_items: Sequence[str]) -> tuple[tuple[Comparison, ...], ...]:
@@ -324,10 +324,10 @@ def _item_by_item(items: list[str], gold_items: Sequence[str]) -> tuple[tuple[Co
     return (tuple(zip(items, gold_items)),) if len(items) == len(gold_items) else ()
 
 
-def _combine(plan: tuple[tuple[Comparison, ...], ...], verdicts: dict[Comparison, str]) -> str:
+def _combine(alternatives: tuple[tuple[Comparison, ...], ...], verdicts: dict[Comparison, str]) -> str:
     """'correct' when every comparison of one alternative is; else the first alternative's first failing reason."""
     failing = []
-    for alternative in plan:
+    for alternative in alternatives:
         reasons = [verdicts[pair] for pair in alternative]
         if all(r == "correct" for r in reasons):
             return "correct"

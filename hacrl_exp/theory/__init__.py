@@ -12,7 +12,7 @@ gspo_objective, cross_objective), so it tests the implementation, not a re-deriv
 
 from hacrl_exp.theory.alignment import check_gradient_alignment
 from hacrl_exp.theory.baseline import check_exact_baseline, check_per_prompt_omega
-from hacrl_exp.theory.report import CheckResult, DataTable, Identity
+from hacrl_exp.theory.results import CheckResult, DataTable, Identity
 from hacrl_exp.theory.window import check_window_bias
 
 

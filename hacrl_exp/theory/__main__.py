@@ -9,7 +9,7 @@ import time
 from rich.console import Console
 
 from hacrl_exp.theory import run_checks
-from hacrl_exp.theory.report import render, render_summary
+from hacrl_exp.theory.results import render, render_summary
 
 PIPE_WIDTH = 160
 """Console width when stdout is not a terminal (rich would otherwise assume 80 and squeeze the tables)."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import torch
 
 from hacrl_exp.algo import capability_ratios, cross_objective, gspo_objective, sequence_log_ratio
-from hacrl_exp.theory.report import CheckResult, DataTable, Identity, fmt
+from hacrl_exp.theory.results import CheckResult, DataTable, Identity, fmt
 
 RESPONSES = ("c1", "c2", "c3", "w1", "w2", "w3")
 REWARDS = (1.0, 1.0, 1.0, 0.0, 0.0, 0.0)

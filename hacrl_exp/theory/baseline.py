@@ -12,7 +12,7 @@ import math
 import torch
 
 from hacrl_exp.algo import capability_aware_baseline
-from hacrl_exp.theory.report import CheckResult, DataTable, Identity, fmt
+from hacrl_exp.theory.results import CheckResult, DataTable, Identity, fmt
 
 G = 8
 """Responses per agent per prompt (spec §1.1)."""

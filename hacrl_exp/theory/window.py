@@ -16,7 +16,7 @@ import torch
 from hacrl_exp.algo import CapabilityTracker, baseline_weights, capability_aware_baseline, capability_ratios
 from hacrl_exp.algo.capability import CAPABILITY_FLOOR
 from hacrl_exp.theory.baseline import LEARNER, RULES, SOURCE, G, expected_by_rule, joint_source
-from hacrl_exp.theory.report import CheckResult, DataTable, Identity, fmt, fmt_pm
+from hacrl_exp.theory.results import CheckResult, DataTable, Identity, fmt, fmt_pm
 
 P_K, P_J = 0.6, 0.3
 """Fixed success probabilities of learner and source on every prompt; the oracle weight is P_K/P_J = 2."""

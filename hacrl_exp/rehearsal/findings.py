@@ -1,9 +1,10 @@
-"""rehearsal.md: what the rehearsal changed, found and measured, as one markdown page (also printed)."""
+"""The rehearsal's findings, what it changed, found and measured, and their page rehearsal.md (also printed)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from hacrl_exp.evaluation.markdown import markdown_table
 from hacrl_exp.rehearsal.checks import EVALUATE_PROMPT_TOKENS, AgentView
 from hacrl_exp.rehearsal.stats import PERCENTILES, Lengths, RoundTrip
 
@@ -20,7 +21,9 @@ class AgentStats:
 
 
 @dataclass
-class Report:
+class Findings:
+    """Everything one rehearsal changed, found and measured; `markdown` is the rehearsal.md page."""
+
     command: str
     header: list[str] = field(default_factory=list)
     changes: list[str] = field(default_factory=list)
@@ -76,7 +79,8 @@ class Report:
             "The rollout stops at, and cuts a response at, the first of: eos, the generation_config's stops, and the "
             "chat template's end of turn when the agent prompts with it (hacrl_exp/agents/stops.py)."
         )
-        return ["## Agents: eos, pad and stop tokens as each will use them", "", note, "", *table(head, rows), ""]
+        table = markdown_table(head, rows).splitlines()
+        return ["## Agents: eos, pad and stop tokens as each will use them", "", note, "", *table, ""]
 
     def _lengths(self) -> list[str]:
         if not self.stats:
@@ -100,13 +104,13 @@ class Report:
             "",
             "The run keeps the last `prompt limit` tokens of a longer prompt (the question's end).",
             "",
-            *table(head, rows),
+            *markdown_table(head, rows).splitlines(),
             "",
             "## Gold solutions against max_new_tokens",
             "",
             "What a competent model's answers would lose to truncation: a response is cut at rollout.max_new_tokens.",
             "",
-            *table(gold_head, gold),
+            *markdown_table(gold_head, gold).splitlines(),
             "",
         ]
 
@@ -120,7 +124,8 @@ class Report:
                "Source tokens → the source's text (skip special tokens) → the learner's tokens "
                "(trainer.step.retokenize) → the learner's text, compared with the original; the last column counts "
                "the texts the exchange would cut.", "",
-               *table(["edge", "exact round trips", "mean tokens learner / source", cut], rows), ""]  # fmt: skip
+               *markdown_table(["edge", "exact round trips", "mean tokens learner / source", cut], rows).splitlines(),
+               ""]  # fmt: skip
         for r in self.round_trips:
             for row, reason in r.failures[:FAILURES_SHOWN]:
                 out.append(f"- {r.source} → {r.learner}, row {row}: {reason}")
@@ -139,7 +144,7 @@ class Report:
         if not self.stages:
             return []
         rows = [[name, f"{seconds:.1f}"] for name, seconds, _ in self.stages]
-        out = ["## Stages", "", *table(["stage", "seconds"], rows), ""]
+        out = ["## Stages", "", *markdown_table(["stage", "seconds"], rows).splitlines(), ""]
         for name, _, lines in self.stages:
             out += [f"### {name}", "", *lines, ""]
         return out
@@ -147,12 +152,3 @@ class Report:
 
 def share(value: float) -> str:
     return f"{100 * value:.2f}%"
-
-
-def table(head: list[str], rows: list[list[str]]) -> list[str]:
-    """A markdown table; `|` inside a cell is escaped."""
-
-    def line(cells: list[str]) -> str:
-        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
-
-    return [line(head), line(["---"] * len(head)), *[line(r) for r in rows]]

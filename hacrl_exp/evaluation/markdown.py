@@ -1,4 +1,5 @@
-"""Plain-text tables for the evaluation CLIs (Markdown, so they paste into docs)."""
+"""Markdown text for the CLIs, the rehearsal and the reports: the one table helper (`markdown_table`), its cells, and
+one-line shortening. Markdown, so the output pastes into docs."""
 
 from __future__ import annotations
 
