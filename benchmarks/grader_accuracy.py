@@ -37,8 +37,9 @@ from pathlib import Path
 
 from benchmarks.common import finish, print_table
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.repo import REPO_ROOT
 
-DEFAULT_SET = Path(__file__).resolve().parents[1] / "tests" / "rewards" / "data" / "grader_adversarial.jsonl"
+DEFAULT_SET = REPO_ROOT / "tests" / "rewards" / "data" / "grader_adversarial.jsonl"
 FIELDS = ("id", "benchmark", "gold", "response", "label", "kind")
 """Fields every row needs; the set's other fields (problem_id, form, why, problem) are carried along unread."""
 TIMEOUT_S = 5

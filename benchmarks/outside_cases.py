@@ -20,9 +20,10 @@ import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
+from hacrl_exp.repo import REPO_ROOT
 from hacrl_exp.rewards.boxed import final_boxes
 
-OUT = Path(__file__).resolve().parents[1] / "tests" / "rewards" / "data" / "outside"
+OUT = REPO_ROOT / "tests" / "rewards" / "data" / "outside"
 SUITES = {
     "math-verify": {
         "repo": "huggingface/Math-Verify",

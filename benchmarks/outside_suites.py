@@ -15,7 +15,9 @@ from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
-OUTSIDE = Path(__file__).resolve().parents[1] / "tests" / "rewards" / "data" / "outside"
+from hacrl_exp.repo import REPO_ROOT
+
+OUTSIDE = REPO_ROOT / "tests" / "rewards" / "data" / "outside"
 SUITES = ("math-verify", "hendrycks-math", "nemo-skills")
 CLASSES = {
     "ours_wrong": "ours wrong",

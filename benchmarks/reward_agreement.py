@@ -36,8 +36,9 @@ from pathlib import Path
 
 from benchmarks.common import finish, print_table
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.repo import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 SETS = ROOT / "tests" / "rewards" / "data"
 LABELLED = ("grader_adversarial", "grader_heldout")
 REFERENCE = SETS / "verl_reference.json"

@@ -21,8 +21,9 @@ import traceback
 from pathlib import Path
 
 from hacrl_exp.config.presets import AGENT_MEMBERS
+from hacrl_exp.repo import REPO_ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = REPO_ROOT
 DATA = Path(os.environ.get("HACRL_DATA_DIR") or ROOT.parent / "shared" / "data")
 
 
