@@ -15,7 +15,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
-from hacrl_exp.config.cli import check_config_files, overrides_of
+from hacrl_exp.config.cli import check_config_files, hydra_argv, overrides_of
 from hacrl_exp.config.evaluate_schema import compose_evaluate, validate_evaluate
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.evaluation.inputs import check_inputs
@@ -41,16 +41,18 @@ INSPECT_FLAGS = {"--cfg", "-c", "--help", "-h", "--info", "-i", "--hydra-help"}
 """Flags that only print something: the preflight checks types but not checkpoints or data."""
 
 
-def main() -> None:
-    argv = take_follow_flag(sys.argv[1:])  # --follow-symlinks is ours, not Hydra's
-    sys.argv[1:] = argv
-    with exit_on_bad_input(ConfigError, DataError):
-        check_config_files(argv)
-        config = validate_evaluate(compose_evaluate(overrides_of(argv)))  # overrides_of: Hydra's own parser
-        if not INSPECT_FLAGS.intersection(argv):
-            check_inputs(config)
-    hydra_main()
+def main(argv: list[str] | None = None) -> int:
+    """The command line `argv` (default sys.argv[1:]); 0 once scored or printed, a bad input exits 2 (SystemExit)."""
+    argv = take_follow_flag(sys.argv[1:] if argv is None else list(argv))  # --follow-symlinks is ours, not Hydra's
+    with hydra_argv(__file__, argv):
+        with exit_on_bad_input(ConfigError, DataError):
+            check_config_files(argv)
+            config = validate_evaluate(compose_evaluate(overrides_of(argv)))  # overrides_of: Hydra's own parser
+            if not INSPECT_FLAGS.intersection(argv):
+                check_inputs(config)
+        hydra_main()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -93,7 +93,8 @@ def placement_table(result: Plan) -> Table:
     return table
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
+    """The command line `argv` (default sys.argv[1:]); 0 when the plan fits, else one line and exit 2 (SystemExit)."""
     argv = sys.argv[1:] if argv is None else argv
     with exit_on_bad_input(ConfigError):
         config = preflight(argv, "config")
@@ -106,7 +107,8 @@ def main(argv: list[str] | None = None) -> None:
             raise ConfigError(result.line())
         console.print(placement_table(result))
         console.print(result.line())
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

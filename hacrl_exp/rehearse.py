@@ -27,7 +27,8 @@ def experiment_of(overrides: list[str]) -> str:
     return named[-1].split(",")[0] if named else "default"
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
+    """The command line `argv` (default sys.argv[1:]); 0 when every stage ran, else one line and exit 2 (SystemExit)."""
     argv = sys.argv[1:] if argv is None else argv
     with exit_on_bad_input(ConfigError, DataError):
         overrides = overrides_of(argv)
@@ -39,7 +40,8 @@ def main(argv: list[str] | None = None) -> None:
     if findings.error:
         print(f"error: {findings.error}", file=sys.stderr)
         sys.exit(2)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -23,7 +23,7 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from hacrl_exp.config.cli import check_config_files, config_dirs_of, parse_arguments  # noqa: E402
+from hacrl_exp.config.cli import check_config_files, config_dirs_of, hydra_argv, parse_arguments  # noqa: E402
 from hacrl_exp.config.preflight import CONFIG_DIR  # noqa: E402
 from hacrl_exp.errors import ConfigError, NumericsError, OutputError, RunInterrupted, exit_on_bad_input  # noqa: E402
 from hacrl_exp.paths import check_output, take_follow_flag  # noqa: E402
@@ -63,25 +63,28 @@ INSPECT_FLAGS = {"--cfg", "-c", "--help", "-h", "--info", "-i", "--hydra-help", 
 """Flags that only print something: nothing is checked beyond the config, nothing is written."""
 
 
-def main() -> None:
-    argv = take_follow_flag(sys.argv[1:])  # --follow-symlinks is ours, not Hydra's
-    sys.argv[1:] = argv
-    with exit_on_bad_input(ConfigError, DataError, OutputError):
-        arguments = parse_arguments(argv)  # Hydra's parser: what it would refuse is refused here, before any file
-        check_config_files(argv)
-        config = preflight(list(arguments.overrides or []) + config_dirs_of(argv), "config")
-        if INSPECT_FLAGS.intersection(argv):
-            return hydra_main()
-        if not arguments.multirun:  # each job of a sweep checks its own folder
-            from hacrl_exp.trainer.runfolder import prepare_run
+def main(argv: list[str] | None = None) -> int:
+    """The command line `argv` (default sys.argv[1:]); 0 once trained or printed, a bad input exits 2 (SystemExit)."""
+    argv = take_follow_flag(sys.argv[1:] if argv is None else list(argv))  # --follow-symlinks is ours, not Hydra's
+    with hydra_argv(__file__, argv):
+        with exit_on_bad_input(ConfigError, DataError, OutputError):
+            arguments = parse_arguments(argv)  # Hydra's parser: what it would refuse is refused here, before any file
+            check_config_files(argv)
+            config = preflight(list(arguments.overrides or []) + config_dirs_of(argv), "config")
+            if INSPECT_FLAGS.intersection(argv):
+                hydra_main()
+                return 0
+            if not arguments.multirun:  # each job of a sweep checks its own folder
+                from hacrl_exp.trainer.runfolder import prepare_run
 
-            hydra_dir = hydra_run_dir(arguments.overrides or [])
-            if hydra_dir is not None:
-                check_output(hydra_dir, "hydra.run.dir")
-            output_dir = config.trainer.output_dir
-            config, _ = prepare_run(config, Path(output_dir) if output_dir else None)
-        create_stores([config])  # once, here: parallel jobs (joblib, Ray, sweeps) must not race to create it
-    hydra_main()
+                hydra_dir = hydra_run_dir(arguments.overrides or [])
+                if hydra_dir is not None:
+                    check_output(hydra_dir, "hydra.run.dir")
+                output_dir = config.trainer.output_dir
+                config, _ = prepare_run(config, Path(output_dir) if output_dir else None)
+            create_stores([config])  # once, here: parallel jobs (joblib, Ray, sweeps) must not race to create it
+        hydra_main()
+    return 0
 
 
 def hydra_run_dir(overrides: list[str]) -> Path | None:
@@ -97,4 +100,4 @@ def hydra_run_dir(overrides: list[str]) -> Path | None:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

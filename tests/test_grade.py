@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from hacrl_exp.grade import main
+from tests.cli import run_cli
 
 ROWS = [
     {"gold": "4.5e33", "response": "so \\boxed{4.5 \\times 10^{33}\\ \\text{erg}}"},
@@ -96,15 +97,19 @@ def test_regrades_a_samples_parquet(tmp_path, capsys):
 )
 def test_bad_rows_are_one_line_exit_2_and_nothing_written(tmp_path, content, message):
     (tmp_path / "in.jsonl").write_text(content)
-    done = subprocess.run(
-        [sys.executable, "-m", "hacrl_exp.grade", "--in", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "o")],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_cli("hacrl_exp.grade", ["--in", tmp_path / "in.jsonl", "--out", tmp_path / "o"])
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "o").exists()
+
+
+def test_python_m_grade_prints_one_line_and_exits_2(tmp_path):
+    """The `python -m` wiring in a real interpreter (the cases above run main in this process)."""
+    (tmp_path / "in.jsonl").write_text("not json\n")
+    arguments = ["--in", str(tmp_path / "in.jsonl"), "--out", str(tmp_path / "o")]
+    done = subprocess.run([sys.executable, "-m", "hacrl_exp.grade", *arguments], capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr.startswith("DataError: ") and "in.jsonl:1: invalid JSON" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not (tmp_path / "o").exists(), done.stderr
 
 
 def test_unknown_id_names_its_line(tmp_path, data_dir):

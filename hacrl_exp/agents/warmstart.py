@@ -3,7 +3,9 @@
 The cache folder is named by the sha256 of the canonical JSON of everything that decides the trained weights: the
 caller's description of the model, tokenizer and task (its data seeds unless both 0, any accuracy target), plus steps,
 batch size, lr, seed and WARM_START_VERSION. Entries are written to a temporary folder and renamed into place, so a
-reader never sees a half-written one.
+reader never sees a half-written one; while one process builds an entry it holds that entry's lock file
+(`.<hash[:16]>.lock`), so another process asking for it (parallel jobs, test workers) waits and reads it instead of
+training it again.
 
 A warm start can stop at a capability instead of a step count (`AccuracyTarget`): every check_every steps (and at
 the cap, `steps`) it measures greedy held-out accuracy and stops once that reaches the target, so a weak and a strong
@@ -21,7 +23,8 @@ import shutil
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -229,26 +232,47 @@ def warm_start_cached(
     path = cache_dir / digest
     meta_file = "warm_start.json"
     if (path / meta_file).is_file():
-        model, tokenizer = load_agent(path)
-        return WarmStartResult(model, tokenizer, json.loads((path / meta_file).read_text())["stats"], True, path)
-    model, tokenizer = build_fn()
-    stats = supervised_warm_start(
-        model, tokenizer, examples_fn(), steps, batch_size, lr, seed, progress, warmup_steps, target
-    )
+        return _cached(path, meta_file)
     cache_dir.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=cache_dir))
-    try:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-        meta = {"key": key, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "stats": stats}
-        meta["warmup_steps"] = warmup_steps
-        meta["version"] = WARM_START_VERSION
-        (tmp / meta_file).write_text(json.dumps(meta, indent=1, sort_keys=True))  # written last: marks completeness
+    with _entry_lock(cache_dir / f".{digest[:16]}.lock"):
+        if (path / meta_file).is_file():  # another process built it while this one waited
+            return _cached(path, meta_file)
+        model, tokenizer = build_fn()
+        stats = supervised_warm_start(
+            model, tokenizer, examples_fn(), steps, batch_size, lr, seed, progress, warmup_steps, target
+        )
+        tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=cache_dir))
         try:
-            os.replace(tmp, path)
-        except OSError:  # another process stored the same entry first: theirs is equivalent, keep it
-            if not (path / meta_file).is_file():
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+            meta = {"key": key, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "stats": stats}
+            meta["warmup_steps"] = warmup_steps
+            meta["version"] = WARM_START_VERSION
+            (tmp / meta_file).write_text(json.dumps(meta, indent=1, sort_keys=True))  # written last: marks completeness
+            try:
+                os.replace(tmp, path)
+            except OSError:  # another process (without the lock: no fcntl) stored the same entry first: keep theirs
+                if not (path / meta_file).is_file():
+                    raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
     return WarmStartResult(model, tokenizer, stats, False, path)
+
+
+def _cached(path: Path, meta_file: str) -> WarmStartResult:
+    model, tokenizer = load_agent(path)
+    return WarmStartResult(model, tokenizer, json.loads((path / meta_file).read_text())["stats"], True, path)
+
+
+@contextmanager
+def _entry_lock(lock_file: Path) -> Iterator[None]:
+    """An exclusive lock on `lock_file` (created, and kept: removing it would let a waiter lock a stale inode) for
+    the body; nothing where fcntl is missing (Windows): there both processes build, and the rename keeps one."""
+    try:
+        import fcntl
+    except ImportError:
+        yield
+        return
+    with open(lock_file, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
+        yield

@@ -3,6 +3,7 @@ them, and the config files they bring in, checked before Hydra (or anything else
 
 - `parse_arguments`: Hydra's own argument parser, so the overrides and flags the checks see are the ones Hydra will
   use; an argument Hydra would refuse (a flag between two overrides, an unknown flag) is one ConfigError line.
+- `hydra_argv`: sys.argv as Hydra reads it, for an entry point's `main(argv)` called in a running process (tests).
 - `check_config_files`: the YAML files of --config-dir / --config-path / hydra.searchpath folders are at most
   `MAX_CONFIG_BYTES` each, use at most `MAX_YAML_ALIASES` aliases and expand to at most `MAX_YAML_NODES` values (an
   "anchor bomb" of nested aliases expands to gigabytes while composing; a recursive alias never ends).
@@ -13,6 +14,9 @@ The entry points import these from here, never from each other (docs/architectur
 from __future__ import annotations
 
 import argparse
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hacrl_exp.errors import ConfigError
@@ -36,6 +40,19 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
 
     parser.error = refuse  # argparse would print its usage and exit
     return parser.parse_args(argv)
+
+
+@contextmanager
+def hydra_argv(program: str, argv: list[str]) -> Iterator[None]:
+    """sys.argv = [program, *argv] inside, the caller's after: a @hydra.main function reads sys.argv itself, so an
+    entry point's `main(argv)` runs the arguments it was given, in its own `python -m` process or in another one.
+    `program` is the entry module's file (what `python -m` puts in argv[0]; MLflow's source tag reads it)."""
+    saved = sys.argv
+    sys.argv = [program, *argv]
+    try:
+        yield
+    finally:
+        sys.argv = saved
 
 
 def overrides_of(argv: list[str]) -> list[str]:

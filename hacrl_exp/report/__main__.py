@@ -12,7 +12,7 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from hacrl_exp.config.cli import overrides_of
+from hacrl_exp.config.cli import hydra_argv, overrides_of
 from hacrl_exp.config.preflight import CONFIG_DIR
 from hacrl_exp.config.report_schema import compose_report, validate_report
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
@@ -34,12 +34,15 @@ def tag_overrides(argv: list[str]) -> list[str]:
     return ["+" + arg if arg.startswith("tags.") and "=" in arg else arg for arg in argv]
 
 
-def main() -> None:
-    sys.argv[1:] = tag_overrides(sys.argv[1:])
-    with exit_on_bad_input(ConfigError):
-        validate_report(compose_report(overrides_of(sys.argv[1:])))
-    hydra_main()
+def main(argv: list[str] | None = None) -> int:
+    """The command line `argv` (default sys.argv[1:]); 0 once written or printed, a bad input exits 2 (SystemExit)."""
+    argv = tag_overrides(sys.argv[1:] if argv is None else list(argv))
+    with hydra_argv(__file__, argv):
+        with exit_on_bad_input(ConfigError):
+            validate_report(compose_report(overrides_of(argv)))
+        hydra_main()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

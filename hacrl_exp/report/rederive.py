@@ -271,7 +271,8 @@ def arguments(argv: list[str]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None) -> int:
+    """The command line `argv` (default sys.argv[1:]); 0 once printed, a bad input exits 2 (SystemExit)."""
     args = arguments(sys.argv[1:] if argv is None else argv)
     command = "python -m hacrl_exp.report.rederive " + " ".join(str(f) for f in args.folders)
     command += " --note '<the paragraph below>'" * bool(args.note) + " --write" * args.write
@@ -287,7 +288,8 @@ def main(argv: list[str] | None = None) -> None:
                 partial.write_text(text)
                 partial.replace(target)
                 print(f"written to {target}", file=sys.stderr)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

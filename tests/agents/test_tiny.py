@@ -3,8 +3,10 @@ accuracy) and its cache."""
 
 from __future__ import annotations
 
+import threading
 import time
 from functools import partial
+from pathlib import Path
 
 import pytest
 import torch
@@ -139,6 +141,11 @@ def test_warm_start_lowers_loss():
     assert not model.training
 
 
+def entries(cache: Path) -> list[Path]:
+    """A warm-start cache's entries, without their lock files (.<hash>.lock)."""
+    return [p for p in cache.iterdir() if not p.name.startswith(".")]
+
+
 def test_cache_hit_identical_and_faster(tmp_path):
     key = {"arch": "gpt2", "hidden": 32, "layers": 2, "tokenizer": "bpe", "vocab": 64, "tiers": TASK.categories}
     calls = []
@@ -155,7 +162,7 @@ def test_cache_hit_identical_and_faster(tmp_path):
     t2 = time.perf_counter()
     assert (miss.hit, hit.hit, len(calls)) == (False, True, 1)
     assert t2 - t1 < t1 - t0
-    assert hit.path == miss.path and [p.name for p in tmp_path.iterdir()] == [miss.path.name]
+    assert hit.path == miss.path and entries(tmp_path) == [miss.path]
     assert (miss.path / "model.safetensors").is_file()
     a, b = miss.model.state_dict(), hit.model.state_dict()
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -164,6 +171,31 @@ def test_cache_hit_identical_and_faster(tmp_path):
     assert hit.tokenizer.get_vocab() == miss.tokenizer.get_vocab() and hit.tokenizer.padding_side == "left"
     enc = hit.tokenizer(["12+34="], return_tensors="pt", add_special_tokens=False)
     assert torch.equal(hit.model.generate(**enc, max_new_tokens=8), miss.model.generate(**enc, max_new_tokens=8))
+
+
+def test_a_second_process_asking_for_an_entry_being_built_waits_and_reads_it(tmp_path):
+    """Two callers at once (parallel jobs, test workers) train one warm start: the second waits on the entry's lock
+    (a thread here: each opens the lock file on its own, as a process does), then loads what the first stored."""
+    key = {"arch": "opt", "hidden": 32, "layers": 2, "tokenizer": "char", "tiers": TASK.categories}
+    builds, results = [], {}
+
+    def build():
+        builds.append(1)
+        time.sleep(0.5)  # the second caller asks while this one builds
+        return tiny("opt"), TOKENIZERS["char"]
+
+    def ask(name: str) -> None:
+        results[name] = warm_start_cached(
+            build, lambda: TASK.supervised_examples(50), tmp_path, key, steps=2, batch_size=8, progress=False
+        )
+
+    first = threading.Thread(target=ask, args=("first",))
+    first.start()
+    time.sleep(0.2)
+    ask("second")
+    first.join()
+    assert len(builds) == 1 and sorted(r.hit for r in results.values()) == [False, True]  # either may win
+    assert results["first"].path == results["second"].path
 
 
 def test_cache_key_changes_with_every_setting():
@@ -224,9 +256,9 @@ def test_the_target_is_part_of_the_cache_key_and_its_metrics_come_back_from_the_
     _, _, metrics = warm_started_tiny_model(config.agents.members["opt_char"], task, config, 0)
     assert metrics["warm_start/heldout_accuracy"] >= 0.2 and metrics["warm_start/steps_run"] % 30 == 0
     _, _, again = warm_started_tiny_model(config.agents.members["opt_char"], task, config, 0)  # a cache hit
-    assert again == metrics and len(list(tmp_path.iterdir())) == 1
+    assert again == metrics and len(entries(tmp_path)) == 1
     other = preflight([*base, *target, "agents.members.opt_char.warm_start.check_every=60"])
     warm_started_tiny_model(other.agents.members["opt_char"], task, other, 0)
     seeded = preflight([*base, *target, "agents.members.opt_char.warm_start.check_every=30", "task.seed=5"])
     warm_started_tiny_model(seeded.agents.members["opt_char"], build_task(seeded.task), seeded, 0)
-    assert len(list(tmp_path.iterdir())) == 3  # check_every and the data seed each name a new entry
+    assert len(entries(tmp_path)) == 3  # check_every and the data seed each name a new entry

@@ -1,26 +1,19 @@
-"""The command line as users type it: the design card's multirun, and the theory check."""
+"""The command line as users type it: the design card's multirun (in this process, tests/cli.py), and two jobs at once
+through the joblib launcher (a real process: its workers are processes)."""
 
 import json
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.cli import run_cli
 from tests.e2e.tiny import tiny_overrides
 
 
 def test_design_card_multirun(tmp_path):
     overrides = [o for o in tiny_overrides("three_way", steps=2) if not o.startswith("agents=")]
-    command = [
-        sys.executable,
-        "-m",
-        "hacrl_exp.run",
-        "-m",
-        "agents=three_way",
-        "mechanisms.omega=false",
-        *overrides,
-        f"hydra.sweep.dir={tmp_path}",
-    ]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    command = ["-m", "agents=three_way", "mechanisms.omega=false", *overrides, f"hydra.sweep.dir={tmp_path}"]
+    result = run_cli("hacrl_exp.run", command)  # in this process; the next test starts `python -m hacrl_exp.run`
     assert result.returncode == 0, result.stderr[-2000:]
     summaries = sorted(Path(tmp_path).glob("*/summary.json"))
     assert len(summaries) == 1

@@ -1,17 +1,15 @@
 """Results at a glance, read back through MLflow's API after a real two-job multirun (`-m trainer.steps=1,2`):
 names unique per configuration, overrides recorded, generated descriptions, and final models that carry their final
-metrics, logged once. 38-76 s measured on the shared 2-core machine (two tiny jobs and four logged models in one
-subprocess)."""
+metrics, logged once. The multirun runs in the test's process (tests/cli.py): two tiny jobs and four logged models."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from hacrl_exp.tracking.description import accuracy_text
 from hacrl_exp.tracking.names import model_name
+from tests.cli import run_cli
 from tests.e2e.tiny import tiny_overrides
 
 
@@ -21,9 +19,8 @@ def multirun(tmp_path_factory):
     folder = tmp_path_factory.mktemp("glance")
     uri = f"sqlite:///{folder / 'mlflow.db'}"
     overrides = [o for o in tiny_overrides("pair", steps=1) if not o.startswith("trainer.steps=")]
-    command = [sys.executable, "-m", "hacrl_exp.run", "-m", "trainer.steps=1,2", *overrides]
-    command += [f"tracking.uri={uri}", f"hydra.sweep.dir={folder / 'sweep'}"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=900)
+    command = ["-m", "trainer.steps=1,2", *overrides, f"tracking.uri={uri}", f"hydra.sweep.dir={folder / 'sweep'}"]
+    result = run_cli("hacrl_exp.run", command)
     assert result.returncode == 0, result.stderr[-3000:]
     summaries = [json.loads(p.read_text()) for p in sorted((folder / "sweep").glob("*/summary.json"))]
     return uri, {s["last_step"]: s for s in summaries}

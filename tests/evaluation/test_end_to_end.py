@@ -19,6 +19,7 @@ from hacrl_exp.evaluation.checkpoints import load_checkpoint_agent, resolve_chec
 from hacrl_exp.evaluation.inputs import check_inputs
 from hacrl_exp.evaluation.pipeline import headline_table, run_evaluation
 from hacrl_exp.evaluation.runner import EvalSettings, evaluate_agent
+from tests.cli import run_cli
 
 PAPER = ["math500", "math", "gsm8k", "aime2025", "amc23", "minerva", "olympiadbench"]
 
@@ -145,14 +146,8 @@ def test_cli_bad_input_is_one_line_exit_2(tiny_run, tmp_path):
             "agents=['llama']: ['llama'] not among the checkpoints' agents ['gpt2_bpe', 'opt_char']",
         ),
     ]
-    for args, needle in cases:
-        proc = subprocess.run(
-            [sys.executable, "-m", "hacrl_exp.evaluate", *args, "tracking.backend=none"],
-            cwd=tmp_path,  # Hydra's run folder (outputs/...) must not land in the checkout
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+    for args, needle in cases:  # in this process (the `python -m` run is the next test's)
+        proc = run_cli("hacrl_exp.evaluate", [*args, "tracking.backend=none"], cwd=tmp_path)  # outputs/ not in the repo
         assert proc.returncode == 2, proc.stderr
         assert needle in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
         assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr

@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import json
 import logging
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +17,7 @@ from hacrl_exp.rewards import Grader
 from hacrl_exp.tasks.math import MathTask
 from hacrl_exp.tasks.rows import DataError, skipped_row_metrics
 from hacrl_exp.trainer.validate import preflight
+from tests.cli import run_cli
 from tests.e2e.tiny import tiny_overrides
 
 
@@ -137,9 +136,9 @@ def math_data(folder: Path) -> Path:
 
 def test_cli_error_mode_is_one_line_naming_file_and_line(tmp_path):
     data = math_data(tmp_path / "data")
-    command = [sys.executable, "-m", "hacrl_exp.run", *tiny_overrides("pair", 1), *MATH_RUN, f"task.data_dir={data}"]
+    command = [*tiny_overrides("pair", 1), *MATH_RUN, f"task.data_dir={data}"]
     command += ["tracking.backend=none", f"hydra.run.dir={tmp_path / 'run'}"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    result = run_cli("hacrl_exp.run", command, cwd=tmp_path)
     lines = [x for x in result.stderr.splitlines() if x.strip() and "WARNING" not in x]
     assert result.returncode == 2, result.stderr[-3000:]
     assert len(lines) == 1 and lines[0].startswith(("DataError: ", "ConfigError: "))

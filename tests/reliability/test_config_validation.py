@@ -6,8 +6,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
-import subprocess
-import sys
 import types
 import typing
 
@@ -20,6 +18,7 @@ from hacrl_exp.config.schema import Config
 from hacrl_exp.config.validate import _check_ranges, range_text
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.trainer.validate import preflight, validate
+from tests.cli import run_cli
 
 NUMBERS = (int, float)
 AGENT = "agents.members.opt_char"  # a member of the default preset (agents=pair)
@@ -174,13 +173,7 @@ def test_offloaded_agents_are_refused_a_vllm_engine():
     ],
 )
 def test_cli_prints_one_line_and_exits_2(tmp_path, override, line):
-    result = subprocess.run(
-        [sys.executable, "-m", "hacrl_exp.run", override, f"hydra.run.dir={tmp_path}/run"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-    )
+    result = run_cli("hacrl_exp.run", [override, f"hydra.run.dir={tmp_path}/run"], cwd=tmp_path)
     lines = [x for x in result.stderr.splitlines() if x.strip()]
     assert result.returncode == 2 and len(lines) == 1 and lines[0].startswith(line), result.stderr
     assert "Traceback" not in result.stdout + result.stderr

@@ -22,6 +22,7 @@ from hacrl_exp.errors import ConfigError
 from hacrl_exp.tracking.store import check_store
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.validate import preflight
+from tests.cli import run_cli
 from tests.e2e.tiny import tiny_overrides
 from tests.reliability.hooks import on_step_start
 
@@ -91,14 +92,8 @@ def test_one_line_exit_2_and_nothing_written(case, tmp_path, monkeypatch, capsys
 
 
 def test_cfg_only_prints(tmp_path):
-    result = subprocess.run(
-        [sys.executable, "-m", "hacrl_exp.run", "--cfg", "job"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        env={k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"},
-        timeout=300,
-    )
+    env = {k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}  # the default store: ./mlflow.db
+    result = run_cli("hacrl_exp.run", ["--cfg", "job"], cwd=tmp_path, env=env)
     assert result.returncode == 0 and "algorithm:" in result.stdout, result.stderr
     assert list(tmp_path.iterdir()) == []  # no mlflow.db, no outputs/
 

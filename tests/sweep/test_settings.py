@@ -1,8 +1,5 @@
 """Sweeper settings and the job-side pruning hook, in process: real Optuna sqlite storage, no training."""
 
-import subprocess
-import sys
-
 import pytest
 
 optuna = pytest.importorskip("optuna")
@@ -16,6 +13,7 @@ from hacrl_exp.sweep.settings import parse_settings  # noqa: E402
 from hacrl_exp.sweep.studies import EdgeStudies  # noqa: E402
 from hacrl_exp.sweep.trial import join_trial  # noqa: E402
 from hydra_plugins.hacrl_optuna_sweeper.sweeper import HacrlOptunaSweeperConf  # noqa: E402
+from tests.cli import run_cli  # noqa: E402
 
 
 def raw_settings(**changes) -> dict:
@@ -50,8 +48,8 @@ def test_bad_settings_name_their_key(tmp_path, changes, key):
 
 
 def test_bad_sampler_on_the_command_line_is_one_line_exit_2(tmp_path):
-    command = [sys.executable, "-m", "hacrl_exp.run", "+hparams_search=alpha_pair", "hydra.sweeper.sampler.name=cmaes"]
-    result = subprocess.run([*command, f"hydra.sweep.dir={tmp_path}"], capture_output=True, text=True, timeout=300)
+    command = ["+hparams_search=alpha_pair", "hydra.sweeper.sampler.name=cmaes", f"hydra.sweep.dir={tmp_path}"]
+    result = run_cli("hacrl_exp.run", command)
     assert result.returncode == 2, result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("ConfigError: hydra.sweeper.sampler.name='cmaes'") and "Traceback" not in result.stderr

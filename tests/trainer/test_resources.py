@@ -3,9 +3,6 @@ placement the planner rejects is refused before any model loads, in one line wit
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 import torch
 
@@ -17,6 +14,7 @@ from hacrl_exp.errors import ConfigError
 from hacrl_exp.tasks import build_task
 from hacrl_exp.trainer.resources import agent_memory, check_memory, check_placement, model_bytes
 from hacrl_exp.trainer.validate import preflight
+from tests.cli import run_cli
 
 PAPER_ON_80GB = [
     "experiment=paper_qwen3_4b_8b",
@@ -60,9 +58,9 @@ def test_a_placement_the_planner_rejects_is_refused_naming_the_world_size_that_f
 
 
 def test_the_run_refuses_it_with_exit_code_2_before_loading_a_model(tmp_path):
-    command = [sys.executable, "-m", "hacrl_exp.run", *PAPER_ON_80GB, f"hydra.run.dir={tmp_path}/hydra",
-               f"trainer.output_dir={tmp_path}/run", "tracking.backend=none"]  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    command = [*PAPER_ON_80GB, f"hydra.run.dir={tmp_path}/hydra", f"trainer.output_dir={tmp_path}/run",
+               "tracking.backend=none"]  # fmt: skip
+    result = run_cli("hacrl_exp.run", command, cwd=tmp_path)
     lines = [x for x in result.stderr.splitlines() if x.strip()]
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0].startswith("ConfigError: agents.members.qwen3_4b.world_size=1"), lines
