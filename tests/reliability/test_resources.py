@@ -10,6 +10,7 @@ from pathlib import Path
 import psutil
 
 import hacrl_exp.trainer.loop as loop
+import hacrl_exp.trainer.runstate as runstate
 from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 from tests.reliability.hooks import on_step_start
@@ -26,7 +27,7 @@ def long_run(monkeypatch, folder: Path, steps: int, every: int, keep: int, *extr
     """Train the tiny pair; returns RSS (MiB) at the start of each step and, after each checkpoint, the
     (step, names in the checkpoints folder, its bytes)."""
     me, rss, checkpoints = psutil.Process(), {}, []
-    save_checkpoint = loop.save_checkpoint
+    save_checkpoint = runstate.save_checkpoint  # RunState.save writes every checkpoint through it
 
     def record_rss(step: int) -> None:
         rss[step] = me.memory_info().rss / 2**20
@@ -37,7 +38,7 @@ def long_run(monkeypatch, folder: Path, steps: int, every: int, keep: int, *extr
         return final
 
     on_step_start(monkeypatch, record_rss)
-    monkeypatch.setattr(loop, "save_checkpoint", tracked_save)
+    monkeypatch.setattr(runstate, "save_checkpoint", tracked_save)
     overrides = [f"trainer.checkpoint_every={every}", f"trainer.keep_checkpoints={keep}", "trainer.eval_every=0"]
     loop.train(preflight([*tiny_overrides("pair", steps), *overrides, *extra]), folder)
     return rss, checkpoints
