@@ -9,8 +9,8 @@ tracking URI and active runs, Hydra's global state. MLflow's tracking URI starts
 store is $MLFLOW_TRACKING_URI of `env` (or the test's).
 
 Tests whose subject is the process itself keep `subprocess`: signals, kills and crashes injected through the
-environment, "no traceback" from a real interpreter, and one `python -m` smoke run per entry point
-(tests/test_entry_points.py).
+environment, Ray and joblib workers, the UI's server, and at least one `python -m` run of each entry point that has a
+command-line test (its wiring, and "no traceback" from a real interpreter).
 """
 
 from __future__ import annotations
@@ -93,8 +93,8 @@ def _process_state(cwd: str | Path | None, env: Mapping[str, str] | None) -> Ite
                 handler.close()
         root.handlers[:], root.level = handlers, level
         for number, handler in signals.items():
-            if handler is not None:
-                signal.signal(number, handler)
+            if handler is not None and signal.getsignal(number) is not handler:
+                signal.signal(number, handler)  # the main thread's: pytest (and each xdist worker) runs tests there
         if threads is not None and _torch_threads() != threads:
             sys.modules["torch"].set_num_threads(threads)
         sys.argv[:] = saved_argv

@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import parallel
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -17,22 +19,68 @@ def pytest_addoption(parser):
     parser.addoption("--run-ui", action="store_true", help="run the opt-in MLflow UI check (tests/ui, marker ui)")
 
 
-def pytest_collection_modifyitems(config, items):
-    """Tests marked `ui` (headless Chromium, the `ui` extra, minutes) run only when asked for."""
-    if config.getoption("--run-ui") or os.environ.get(RUN_UI_ENV) == "1":
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+"""pytest-xdist's worker id (gw0, gw1, ...) in a worker process, else None."""
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own, which turns numprocesses into workers
+def pytest_cmdline_main(config):
+    """A plain `pytest` (testpaths, any -m or -k) runs on pytest-xdist workers: tests/parallel.py."""
+    if WORKER is not None or not config.pluginmanager.hasplugin("xdist") or config.option.usepdb:
         return
-    skip = pytest.mark.skip(reason=f"opt-in: pytest --run-ui or {RUN_UI_ENV}=1 (docs/tracking.md)")
+    if config.option.numprocesses is None and config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        config.option.numprocesses = parallel.WORKERS
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of xdist's: absent under -p no:xdist
+def pytest_xdist_make_scheduler(config, log):
+    return parallel.make_scheduler(config, log)
+
+
+@pytest.hookimpl(tryfirst=True)  # before -m selects by mark
+def pytest_collection_modifyitems(config, items):
+    """The `slow` marks of tests/parallel.py; tests marked `ui` (headless Chromium, the `ui` extra, minutes) skipped
+    unless asked for; in a pytest-xdist worker, the longest tests first."""
+    run_ui = config.getoption("--run-ui") or os.environ.get(RUN_UI_ENV) == "1"
+    skip_ui = pytest.mark.skip(reason=f"opt-in: pytest --run-ui or {RUN_UI_ENV}=1 (docs/tracking.md)")
     for item in items:
-        if item.get_closest_marker("ui") is not None:
-            item.add_marker(skip)
+        if parallel.is_slow(item.nodeid, item.fixturenames):
+            item.add_marker(pytest.mark.slow)
+        if not run_ui and item.get_closest_marker("ui") is not None:
+            item.add_marker(skip_ui)
+    if WORKER is not None:
+        items.sort(key=lambda item: parallel.order(item.nodeid, item.get_closest_marker("slow") is not None))
 
 
 @pytest.fixture(scope="session", autouse=True)
 def _session_warm_start_cache(tmp_path_factory):
     """Warm starts share one cache per session (they are pure), set before any fixture of any scope builds an agent:
-    the user's ~/.cache/hacrl_exp may hold entries that another checkout's code wrote under the same key."""
+    the user's ~/.cache/hacrl_exp may hold entries that another checkout's code wrote under the same key. Under
+    pytest-xdist every worker's <basetemp>/warm_start_cache links to one folder beside them, so an entry is trained
+    once per session (a worker asking for an entry another one is building waits on its lock, agents/warmstart.py)."""
+    cache = tmp_path_factory.getbasetemp() / "warm_start_cache"
+    if WORKER is not None:
+        shared = tmp_path_factory.getbasetemp().parent / "warm_start_cache"
+        shared.mkdir(exist_ok=True)
+        cache.symlink_to(shared, target_is_directory=True)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HACRL_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "warm_start_cache"))
+        patch.setenv("HACRL_CACHE_DIR", str(cache))
+        yield
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _torch_threads_per_worker():
+    """In a pytest-xdist worker torch computes on the worker's share of the cores, and so do the processes its tests
+    start: two workers of two threads each on two cores would only contend."""
+    if WORKER is None:
+        yield
+        return
+    import torch
+
+    threads = parallel.worker_threads()
+    torch.set_num_threads(threads)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMP_NUM_THREADS", str(threads))
         yield
 
 

@@ -1,4 +1,5 @@
-"""Shared fixtures of the report tests: one synthetic 3-seed report, its figures kept in memory (no PNG written)."""
+"""Shared fixtures of the report tests: one synthetic 3-seed report, its figures kept in memory (no PNG written), and
+the 10-seed one, written in full (test_inference reads its figures, test_rederive its tables)."""
 
 from pathlib import Path
 
@@ -7,7 +8,7 @@ import pytest
 from hacrl_exp.config.report_schema import validate_report
 from hacrl_exp.report import plots
 from hacrl_exp.report.build import _write
-from tests.report.synthetic import make_data
+from tests.report.synthetic import TEN_SEEDS, make_data, ten_seed_accuracy
 
 SETTINGS = {"bootstrap": 100, "power_draws": 100}
 
@@ -45,3 +46,10 @@ def built(layout):
 @pytest.fixture(scope="session")
 def captured(layout):
     return layout[1]
+
+
+@pytest.fixture(scope="session")
+def ten(tmp_path_factory):
+    """The 10-seed synthetic report (tests/report/synthetic.py), where the rules reach verdicts; read-only."""
+    out = tmp_path_factory.mktemp("ten_seed_report")
+    return _write(validate_report(SETTINGS), make_data(ten_seed_accuracy(), TEN_SEEDS), out, "ten")

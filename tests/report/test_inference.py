@@ -1,8 +1,9 @@
 """The report's inference and layout on hand-made runs (tests/report/synthetic.py): no training, no MLflow.
 
-`built` is the 3-seed synthetic report; `ten` the 10-seed one, where the rules reach verdicts: the strong agent's
-HACPO vs GSPO×2 is the issue's refuted H1, the weak agent's HACPO beat GSPO and fell short of Naive, and the strong
-agent's HACPO −ω collapses at seed 8. Figures, regime, costs and links: tests/report/test_layout.py.
+`built` is the 3-seed synthetic report; `ten` the 10-seed one (tests/report/conftest.py), where the rules reach
+verdicts: the strong agent's HACPO vs GSPO×2 is the issue's refuted H1, the weak agent's HACPO beat GSPO and fell
+short of Naive, and the strong agent's HACPO −ω collapses at seed 8. Figures, regime, costs and links:
+tests/report/test_layout.py.
 """
 
 import math
@@ -10,23 +11,14 @@ import math
 import pytest
 
 from hacrl_exp.config.report_schema import validate_report
-from hacrl_exp.report.build import _write
 from hacrl_exp.report.stats import BEAT, FELL_SHORT, MATCHED, NOT_ESTABLISHED, REFUTED, holm, one_sided_upper
 from hacrl_exp.report.text import signed
 from tests.report.conftest import SETTINGS
 from tests.report.synthetic import (
     STRONG_HACPO_OVER_GSPO_X2,
-    TEN_SEEDS,
     make_data,
     per_seed_differences,
-    ten_seed_accuracy,
 )
-
-
-@pytest.fixture(scope="module")
-def ten(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ten_seed_report")
-    return _write(validate_report(SETTINGS), make_data(ten_seed_accuracy(), TEN_SEEDS), out, "ten")
 
 
 def find(report, agent, a, b, column="mean"):

@@ -10,15 +10,13 @@ import pandas as pd
 import pytest
 from scipy.stats import t
 
-from hacrl_exp.config.report_schema import validate_report
 from hacrl_exp.errors import EXIT_BAD_INPUT
 from hacrl_exp.report import rederive as rd
-from hacrl_exp.report.build import _write
 from hacrl_exp.report.seeds import outlying_seeds, problems_per_agent
 from hacrl_exp.report.stats import BEAT, MATCHED, NOT_ESTABLISHED, REFUTED
 from hacrl_exp.report.tables import finals, methods_in
 from tests.report.conftest import SETTINGS
-from tests.report.synthetic import STRONG_HACPO_OVER_GSPO_X2, TEN_SEEDS, make_data, ten_seed_accuracy
+from tests.report.synthetic import STRONG_HACPO_OVER_GSPO_X2, TEN_SEEDS
 
 NOISE = 1.11022e-16
 CLIP = (0.01, 0.02, NOISE, 0.03, 0.01, 0.02, 0.01, 0.04, 0.02, 0.01)
@@ -91,12 +89,6 @@ def test_bad_folder_is_one_line_and_exit_2(tmp_path, capsys):
     assert stop.value.code == EXIT_BAD_INPUT
     err = capsys.readouterr().err.strip()
     assert "\n" not in err and "comparisons.csv" in err and "Traceback" not in err
-
-
-@pytest.fixture(scope="module")
-def ten(tmp_path_factory):
-    out = tmp_path_factory.mktemp("ten_seed_rederive")
-    return _write(validate_report(SETTINGS), make_data(ten_seed_accuracy(), TEN_SEEDS), out, "ten")
 
 
 def test_the_report_is_reproduced_from_its_csv(ten):

@@ -21,15 +21,17 @@ import yaml  # noqa: E402
 from hacrl_exp.config.cli import config_dirs_of, overrides_of  # noqa: E402
 from hacrl_exp.evaluation.separation import separate_best  # noqa: E402
 from hacrl_exp.trainer.validate import preflight  # noqa: E402
+from tests.cli import run_cli  # noqa: E402
 from tests.e2e.tiny import tiny_overrides  # noqa: E402
 
 EDGES = {"opt_char<-gpt2_bpe": ("opt_char", "gpt2_bpe"), "gpt2_bpe<-opt_char": ("gpt2_bpe", "opt_char")}
 
 
-def sweep_command(folder, study: str, *extra: str) -> list[str]:
+def sweep_arguments(folder, study: str, *extra: str) -> list[str]:
+    """`python -m hacrl_exp.run`'s arguments for a tiny α sweep."""
     tiny = tiny_overrides("pair", steps=2)  # evaluations at steps 0, 1 (reported to the studies) and 2 (the value)
     return [
-        *(sys.executable, "-m", "hacrl_exp.run", "-m", "+hparams_search=alpha_pair", *tiny, "trainer.eval_every=1"),
+        *("-m", "+hparams_search=alpha_pair", *tiny, "trainer.eval_every=1"),
         *(f"hydra.sweep.dir={folder}", f"hydra.sweeper.study_name={study}", *extra),
     ]
 
@@ -44,9 +46,10 @@ def states(trials) -> list[str]:
 
 
 def test_study_is_killed_resumes_and_its_best_alpha_is_included(tmp_path):
-    command = sweep_command(tmp_path, "pair4", "hydra.sweeper.n_trials=4")
+    arguments = sweep_arguments(tmp_path, "pair4", "hydra.sweeper.n_trials=4")
     started = time.monotonic()
-    with open(tmp_path / "first.log", "w") as log:
+    with open(tmp_path / "first.log", "w") as log:  # a real process, to kill
+        command = [sys.executable, "-m", "hacrl_exp.run", *arguments]
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         while not (tmp_path / "trial_2" / "config.json").exists():  # the third trial has started training
             assert process.poll() is None and time.monotonic() - started < 300, (tmp_path / "first.log").read_text()
@@ -56,7 +59,7 @@ def test_study_is_killed_resumes_and_its_best_alpha_is_included(tmp_path):
     killed = edge_trials(tmp_path, "pair4")
     assert all(states(t) == ["COMPLETE", "COMPLETE", "RUNNING"] for t in killed.values()), killed
 
-    resumed = subprocess.run(command, capture_output=True, text=True, timeout=600)  # the same command resumes
+    resumed = run_cli("hacrl_exp.run", arguments)  # the same command resumes (in this process)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     trials = edge_trials(tmp_path, "pair4")
     for edge, (learner, _) in EDGES.items():
@@ -106,8 +109,8 @@ def test_study_is_killed_resumes_and_its_best_alpha_is_included(tmp_path):
 
 def test_a_trial_every_edge_study_prunes_stops_early_and_is_pruned(tmp_path):
     prune_all = ("hydra.sweeper.pruner.name=threshold", "hydra.sweeper.pruner.lower=1.01")  # any accuracy < 1.01
-    command = sweep_command(tmp_path, "pruned", "hydra.sweeper.n_trials=1", *prune_all, "tracking=none")
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)  # no MLflow: the test above has it
+    arguments = sweep_arguments(tmp_path, "pruned", "hydra.sweeper.n_trials=1", *prune_all, "tracking=none")
+    result = run_cli("hacrl_exp.run", arguments)  # no MLflow: the test above has it
     assert result.returncode == 0, result.stderr[-3000:]
     summary = json.loads((tmp_path / "trial_0" / "summary.json").read_text())
     assert summary["stopped_early"] == 1 and summary["last_step"] == 1
