@@ -89,9 +89,10 @@ def run_steps(worker, steps: int, profile: bool) -> dict:
 
 
 def _rank(rank: int, world: int, ports, steps: int, result: str, extra: list[str]) -> None:
+    from hacrl_exp.agents.ranks import RankGroup
     from hacrl_exp.trainer.params import learner_params
     from hacrl_exp.trainer.validate import preflight
-    from hacrl_exp.trainer.worker import AgentWorker, RankGroup
+    from hacrl_exp.trainer.worker import AgentWorker
 
     config = preflight([*OVERRIDES, *extra, "executor=ray", f"agents.members.opt_char.world_size={world}"])
     worker = AgentWorker(config, 0, learner_params(config).get(0), 1, None, RankGroup(rank, world))

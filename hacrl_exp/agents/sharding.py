@@ -2,8 +2,9 @@
 
 Nothing here shards by hand: `shard_agent` applies `torch.distributed.fsdp.fully_shard` to every decoder layer and
 then to the root (embeddings, final norm and a tied output head form the root's unit), and rebuilds AdamW over the
-sharded parameters; the state-dict helpers are `torch.distributed.checkpoint.state_dict`'s. Every function here is
-a collective: all ranks of the group call it, in the same order.
+sharded parameters (same lr, betas, eps, weight decay); the state-dict helpers are
+`torch.distributed.checkpoint.state_dict`'s. Every function here is a collective: all ranks of the group call it, in
+the same order.
 
 Precision: on CPU (gloo) the parameters stay in their dtype and gradients are reduced in it (with `model.compute_dtype`
 set, under autocast). On GPU, with `model.compute_dtype` set, FSDP's MixedPrecisionPolicy gathers parameters in that
@@ -36,6 +37,7 @@ from transformers.modeling_layers import GradientCheckpointingLayer
 from hacrl_exp.agents.agent import Agent
 from hacrl_exp.agents.logprobs import batched_response_logprobs
 from hacrl_exp.agents.precision import DTYPES, MasterWeightsAdamW, cast_parameters, enable_autocast
+from hacrl_exp.agents.ranks import RankGroup, gather, rank_rows
 from hacrl_exp.config.schema import AgentConfig
 from hacrl_exp.rollout.base import Rollouts, SamplingSettings
 from hacrl_exp.rollout.hf import HFRolloutEngine
@@ -103,7 +105,8 @@ def shard_agent(agent: Agent, cfg: AgentConfig, offload: bool = False) -> Agent:
     if agent.optimizer is not None:  # the old optimizer points at the unsharded parameters fully_shard replaced
         defaults = agent.optimizer.defaults
         trainable = [p for p in agent.model.parameters() if p.requires_grad]
-        agent.optimizer = torch.optim.AdamW(trainable, lr=defaults["lr"], weight_decay=defaults["weight_decay"])
+        settings = {key: defaults[key] for key in ("lr", "betas", "eps", "weight_decay") if key in defaults}
+        agent.optimizer = torch.optim.AdamW(trainable, **settings)
     return agent
 
 
@@ -158,12 +161,11 @@ class RankSlicedEngine:
     def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
         rows = [list(p) for p in prompt_ids for _ in range(n)]
         seeds = self.engine.row_seeds(len(rows), sampling)
-        rank, world = dist.get_rank(), dist.get_world_size()
-        low, high = len(rows) * rank // world, len(rows) * (rank + 1) // world
-        width = max(len(r) for r in rows)
-        mine = self.engine.generate_rows(rows[low:high], sampling, seeds and seeds[low:high], width)
-        parts: list = [None] * world
-        dist.all_gather_object(parts, (mine.response_ids, mine.texts, mine.finished))
+        ranks = RankGroup(dist.get_rank(), dist.get_world_size())
+        mine_rows = rank_rows(len(rows), ranks)
+        low, high = mine_rows.start, mine_rows.stop
+        mine = self.engine.generate_rows(rows[low:high], sampling, seeds and seeds[low:high], max(map(len, rows)))
+        parts = gather((mine.response_ids, mine.texts, mine.finished), ranks)
         responses, texts, finished = ([x for part in parts for x in part[i]] for i in range(3))
         return Rollouts(prompt_ids=rows, response_ids=responses, texts=texts, finished=finished)
 
@@ -180,15 +182,13 @@ def rank_sliced_logprobs(
     rank r scores the contiguous chunks [r·C/W, (r+1)·C/W), then the ranks all-gather the per-row log-probs. Every
     chunk holds the rows W = 1 puts in it, padded alike, so the result is W = 1's bit for bit. Call it inside
     `gathered` (a forward there is no collective)."""
-    rank, world = dist.get_rank(), dist.get_world_size()
-    chunks = -(-len(prompt_ids) // batch_size)
-    low, high = chunks * rank // world * batch_size, chunks * (rank + 1) // world * batch_size
+    ranks = RankGroup(dist.get_rank(), dist.get_world_size())
+    rows = rank_rows(len(prompt_ids), ranks, unit=batch_size)
+    low, high = rows.start, rows.stop
     mine = batched_response_logprobs(
         model, prompt_ids[low:high], response_ids[low:high], pad_id, batch_size, temperature
     )
-    parts: list = [None] * world
-    dist.all_gather_object(parts, mine)
-    return [row for part in parts for row in part]
+    return [row for part in gather(mine, ranks) for row in part]
 
 
 def full_weights(model: torch.nn.Module) -> Iterator[tuple[str, torch.Tensor]]:

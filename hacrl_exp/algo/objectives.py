@@ -53,8 +53,10 @@ class ObjectiveParams:
     log_ratio_clamp: float = 10.0
 
 
-ObjectiveResult = tuple[torch.Tensor, dict[str, float], RowTerms]
-"""(loss of the micro-batch, metrics, what was applied to each row)."""
+ObjectiveResult = tuple[torch.Tensor, dict[str, tuple[float, float]], RowTerms]
+"""(loss of the micro-batch, metrics, what was applied to each row). A metric is a share, (count, out of): the
+trainer sums both over the micro-batches and ranks of a mini-batch and logs count / out of, so the logged share is
+the mini-batch's whatever the micro-batch size or the number of ranks."""
 Objective = Callable[[PolicyRows, ObjectiveParams], ObjectiveResult]
 
 
@@ -76,28 +78,29 @@ def _sequence_loss(rows: PolicyRows, params: ObjectiveParams, hacpo_cross: bool)
     metrics = {}
     if bool(rows.is_self.any()):
         own_clipped = (applied.objective - rows.s * rows.advantages).abs() > 1e-12
-        metrics["self_clipfrac"] = float(own_clipped[rows.is_self].double().mean())
+        metrics["self_clipfrac"] = (float(own_clipped[rows.is_self].sum()), float(rows.is_self.sum()))
     return loss, metrics, applied
 
 
 def hacpo_objective(rows: PolicyRows, params: ObjectiveParams) -> ObjectiveResult:
     """HACPO (spec §2.5): GSPO clip on self rows, J = c·sg[c]^α·ρ·A with c = clip(s, L_u, 1) on cross rows.
 
-    ℒ_micro = −(1/|M|) Σ_{y ∈ micro} J(y), |M| the mini-batch's rows. Metrics: self_clipfrac.
+    ℒ_micro = −(1/|M|) Σ_{y ∈ micro} J(y), |M| the mini-batch's rows.
+    Metrics: self_clipfrac (clipped self rows, self rows).
     """
     return _sequence_loss(rows, params, hacpo_cross=True)
 
 
 def gspo_objective_loss(rows: PolicyRows, params: ObjectiveParams) -> ObjectiveResult:
     """GSPO (spec §3.1), and Naive's cross rows (§2.6): J = min(s·A, clip(s, 1 − ε_low, 1 + ε_high)·A) on every
-    row; ℒ_micro = −(1/|M|) Σ J. Metrics: self_clipfrac."""
+    row; ℒ_micro = −(1/|M|) Σ J. Metrics: self_clipfrac (clipped self rows, self rows)."""
     return _sequence_loss(rows, params, hacpo_cross=False)
 
 
 def grpo_objective(rows: PolicyRows, params: ObjectiveParams) -> ObjectiveResult:
     """GRPO (spec §3.3): per-token J_t = min(r_t·A, clip(r_t, 1 − ε_low, 1 + ε_high)·A) with the dual clip,
     r_t = exp(clamp(ℓ_t − ℓ_old,t)); ℒ_micro = −Σ_t J_t·mask / (tokens of the mini-batch) (token-mean).
-    Metrics: self_clipfrac over tokens."""
+    Metrics: self_clipfrac (clipped tokens, tokens)."""
     clamp = params.log_ratio_clamp
     log_ratio = rows.logp - rows.old_token_logp
     objective = grpo_token_objective(log_ratio.clamp(-clamp, clamp), rows.advantages, params.eps_low, params.eps_high)
@@ -105,4 +108,4 @@ def grpo_objective(rows: PolicyRows, params: ObjectiveParams) -> ObjectiveResult
     clipped = ((objective - log_ratio.exp() * rows.advantages.unsqueeze(-1)).abs() > 0) & rows.mask
     per_row = (objective * rows.mask).sum(-1)
     applied = RowTerms(per_row, torch.ones_like(rows.s.detach()), ((~clipped) & rows.mask).any(-1))
-    return loss, {"self_clipfrac": float(clipped.sum() / rows.mask.sum())}, applied
+    return loss, {"self_clipfrac": (float(clipped.sum()), float(rows.mask.sum()))}, applied

@@ -6,6 +6,7 @@ step (`CostMeter.take`) and adds them to the job's cumulative totals, which live
 
     generated_rollouts  responses the agent sampled
     generated_tokens    their response tokens, in the agent's tokenizer
+    graded_rollouts     responses the agent's task graded
     trained_rows        rows run through forward + backward in updates (after skip-zero-advantage), once per pass
     updates             optimizer steps taken (a step skipped as non-finite is not one)
     forward_tokens      prompt + response tokens through the agent's forward passes of the step: scoring its old
@@ -27,6 +28,7 @@ from contextlib import contextmanager
 COST_KEYS = (
     "generated_rollouts",
     "generated_tokens",
+    "graded_rollouts",
     "trained_rows",
     "updates",
     "forward_tokens",
@@ -54,6 +56,9 @@ class CostMeter:
     def generated(self, response_ids: Sequence[Sequence[int]]) -> None:
         self.counts["generated_rollouts"] += len(response_ids)
         self.counts["generated_tokens"] += sum(len(r) for r in response_ids)
+
+    def graded(self, rows: int) -> None:
+        self.counts["graded_rollouts"] += rows
 
     def scored(self, prompt_ids: Sequence[Sequence[int]], response_ids: Sequence[Sequence[int]], models: int) -> None:
         """`models` forward passes (old policy, reference) over the rows, no backward."""

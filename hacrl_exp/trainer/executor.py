@@ -21,13 +21,14 @@ from typing import Any
 
 import torch
 
+from hacrl_exp.agents.ranks import RankGroup
 from hacrl_exp.config.schema import AgentConfig, Config, ExecutorConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.ray_cluster import connect, import_ray
 from hacrl_exp.tasks.base import Problem, Task
 from hacrl_exp.trainer.params import LearnerParams
 from hacrl_exp.trainer.step import SharedRollouts
-from hacrl_exp.trainer.worker import AgentWorker, RankGroup
+from hacrl_exp.trainer.worker import AgentWorker
 
 Times = dict[str, float]
 PLACEMENT_SHARE = 0.001

@@ -31,7 +31,7 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from itertools import accumulate
 
 import torch
@@ -39,6 +39,7 @@ from torch.nn.utils.rnn import pad_sequence
 
 from hacrl_exp.agents.agent import Agent
 from hacrl_exp.agents.logprobs import batched_response_logprobs, response_logprobs
+from hacrl_exp.agents.ranks import ONE_RANK, RankGroup, gather, rank_rows, token_shares
 from hacrl_exp.algo import (
     MiniBatch,
     PolicyRows,
@@ -133,13 +134,15 @@ def collect_rollouts(
     score_batch_size: int,
     times: dict[str, float],
     score: Callable[..., list[torch.Tensor]] | None = None,
+    ranks: RankGroup = ONE_RANK,
 ) -> SourceRollouts:
     """Phases 1–3 for one agent: sample G = `group_size` responses per prompt, grade them, and score them with the
     agent's own training model before any update of the step (the source's old log-probs, spec §1.2); also the
     reference log-probs when the KL term is on. Adds the seconds of each phase to `times`.
 
     score: a function of `batched_response_logprobs`'s signature and result, used instead of it (a sharded agent's
-    ranks split the chunks, agents.sharding.rank_sliced_logprobs)."""
+    ranks split the chunks, agents.sharding.rank_sliced_logprobs). ranks: a sharded agent's rank, which grades its
+    `rank_rows` (the rows it generates when generation is split) and gathers the others' rewards."""
     started = time.perf_counter()
     problem_prompt_ids = [agent.prompt_ids(p.prompt) for p in problems]
     # 1 ROLLOUT
@@ -147,8 +150,9 @@ def collect_rollouts(
     prompt_index = [r // group_size for r in range(len(rollouts))]
     graded = time.perf_counter()
     # 2 REWARD
-    grades = task.grade(rollouts.texts, [problems[p] for p in prompt_index])
-    rewards = torch.tensor([g.reward for g in grades], dtype=torch.float64)
+    mine = rank_rows(len(rollouts), ranks)
+    grades = task.grade([rollouts.texts[r] for r in mine], [problems[prompt_index[r]] for r in mine])
+    rewards = torch.tensor([x for part in gather([g.reward for g in grades], ranks) for x in part], dtype=torch.float64)
     scored = time.perf_counter()
     # 3 SCORE OWN: at the sampling temperature, the one the update scores the new log-probs at
     args = (rollouts.prompt_ids, rollouts.response_ids, agent.pad_id, score_batch_size, sampling.temperature)
@@ -349,8 +353,8 @@ class MicroBatchLoss:
     s: torch.Tensor
     """(B,) the sequence ratios the objective read."""
     applied: RowTerms
-    metrics: dict[str, float]
-    """The objective's train/* metrics of this micro-batch, unprefixed."""
+    metrics: dict[str, tuple[float, float]]
+    """The objective's train/* shares of this micro-batch, unprefixed: (count, out of)."""
     kl: float
     """The KL term before its coefficient (0 without self rows or KL)."""
     finite: bool
@@ -409,10 +413,6 @@ class AppliedRows:
         nan = torch.full((rows,), math.nan, dtype=torch.float64)
         return cls(nan, nan.clone(), torch.zeros(rows, dtype=torch.bool))
 
-    def record(self, rows: torch.Tensor, out: MicroBatchLoss) -> None:
-        self.ratio[rows] = out.s.detach().cpu()
-        self.in_window[rows], self.weight[rows] = out.applied.in_window.cpu(), out.applied.weight.cpu()
-
 
 def rows_to_run(batch: LearnerBatch, params: LearnerParams) -> torch.Tensor:
     """(rows,) bool: the rows run through the model, all but those with A = 0 and no KL term (their gradient is 0)."""
@@ -422,10 +422,23 @@ def rows_to_run(batch: LearnerBatch, params: LearnerParams) -> torch.Tensor:
 
 
 def update(
-    agent: Agent, batch: LearnerBatch, params: LearnerParams, names: list[str], cost: CostMeter | None = None
+    agent: Agent,
+    batch: LearnerBatch,
+    params: LearnerParams,
+    names: list[str],
+    cost: CostMeter | None = None,
+    ranks: RankGroup = ONE_RANK,
 ) -> dict[str, float]:
     """Phase 7: every optimizer update of this learner for the step; returns its metrics and adds its costs to
-    `cost` (the worker's meter). One optimizer step per mini-batch u, its loss Σ over micro-batches."""
+    `cost` (the worker's meter). One optimizer step per mini-batch u, its loss Σ over micro-batches.
+
+    ranks: a sharded agent's data-parallel rank. Rank r runs its `token_shares` share of each mini-batch's rows in
+    micro-batches and backpropagates W·loss_r: FSDP's reduce-scatter averages the ranks' gradients, so the shard
+    each rank steps holds Σ_r ∇loss_r = ∇loss, the W = 1 gradient of the whole mini-batch, and the gradient norm
+    clipped is that of the full gradient. Every rank makes as many forward/backward calls as the rank with the most
+    micro-batches (`idle_backward` pads the others: FSDP's collectives pair up call by call); the ranks' losses,
+    shares, finiteness and applied rows are gathered before the step, so every rank steps or skips alike and the
+    metrics are W = 1's."""
     cost = cost or CostMeter()
     schedule = minibatch_schedule(batch.block_sizes, params.minibatch_size, params.restart_u_per_source, params.passes)
     run_rows, applied = rows_to_run(batch, params), AppliedRows.none_run(len(batch))
@@ -437,34 +450,39 @@ def update(
         lower = stepwise_lower_bound(mb.u, params.delta, params.mechanisms.delta_step)
         shape = MiniBatchShape.of(batch, mb)
         agent.optimizer.zero_grad(set_to_none=True)
-        mb_loss = mb_kl = 0.0
-        finite = True
         run = torch.arange(mb.start, mb.stop)[run_rows[mb.start : mb.stop]]
-        for rows in micro_batches(run, batch.lengths, params.micro_batch_size, bucket):
+        shares = [micro_batches(rows, batch.lengths, params.micro_batch_size, bucket) for rows in token_shares(
+            run, batch.lengths, ranks.world
+        )]  # fmt: skip
+        mine = []
+        for rows in shares[ranks.rank]:
             out = micro_batch_loss(agent, batch, rows, params, lower, shape)
-            for key, value in out.metrics.items():
-                stats[f"train/{key}"].append(value)
-            finite = finite and out.finite
-            out.loss.backward()
+            (out.loss * ranks.world).backward()
             cost.trained(*batch.sequences(rows))
-            mb_loss, mb_kl = mb_loss + float(out.loss.detach()), mb_kl + out.kl
-            applied.record(rows, out)
+            mine.append(MiniBatchPart.of(rows, out))
+        for _ in range(max(map(len, shares)) - len(mine)):
+            idle_backward(agent, batch, run[:1])
+        part = MiniBatchPart.merge([p for parts in gather(mine, ranks) for p in parts])
+        part.record(applied)
         if not len(run):  # as a backward of a zero loss would: zero gradients, so Adam's moments still advance
             empty += 1
             for param in trainable:
                 param.grad = torch.zeros_like(param)
-        stats["train/loss"].append(mb_loss)
+        for key, (count, out_of) in part.shares.items():
+            if out_of > 0:
+                stats[f"train/{key}"].append(count / out_of)
+        stats["train/loss"].append(part.loss)
         if shape.self_rows and params.kl_coef > 0:
-            stats["train/kl"].append(mb_kl)
+            stats["train/kl"].append(part.kl)
         grad_norm = torch.nn.utils.clip_grad_norm_(trainable, params.max_grad_norm)
-        if finite and torch.isfinite(grad_norm):
+        if part.finite and torch.isfinite(grad_norm):
             agent.optimizer.step()
             cost.stepped()
             stats["train/grad_norm"].append(float(grad_norm))
             crash_point("update")  # fault-injection hook (hacrl_exp.faults): a kill between optimizer steps
         else:
             skipped += 1
-            what = "gradient norm" if finite else "log-probs, ratios or loss"
+            what = "gradient norm" if part.finite else "log-probs, ratios or loss"
             log.warning("%s: non-finite %s at update u=%d; update skipped", agent.name, what, mb.u)
             agent.optimizer.zero_grad(set_to_none=True)
         cross_run = ~batch.is_self[mb.start : mb.stop] & run_rows[mb.start : mb.stop]
@@ -473,6 +491,53 @@ def update(
             stats[f"cross/in_window_share/u{mb.u}"].append(float(window.double().mean()))
     counts = {"updates": len(schedule), "skipped_updates": skipped, "empty_updates": empty}
     return update_metrics(stats, counts, run_rows, applied, batch, params, names)
+
+
+@dataclass
+class MiniBatchPart:
+    """What micro-batches of a mini-batch give the update: the loss and KL summed, the objective's shares (count,
+    out of) summed, whether everything was finite, and per row run, the ratio, weight and clip window the objective
+    applied. One micro-batch's (`of`), or every rank's micro-batches `merge`d in rank order."""
+
+    loss: float = 0.0
+    kl: float = 0.0
+    finite: bool = True
+    shares: dict[str, tuple[float, float]] = field(default_factory=dict)
+    applied: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]] = field(default_factory=list)
+    """Per micro-batch: (rows, ratio s, weight, in window)."""
+
+    @classmethod
+    def of(cls, rows: torch.Tensor, out: MicroBatchLoss) -> MiniBatchPart:
+        terms = (rows, out.s.detach().cpu(), out.applied.weight.cpu(), out.applied.in_window.cpu())
+        return cls(float(out.loss.detach()), out.kl, out.finite, dict(out.metrics), [terms])
+
+    @classmethod
+    def merge(cls, parts: Sequence[MiniBatchPart]) -> MiniBatchPart:
+        merged = cls()
+        for part in parts:
+            merged.loss, merged.kl, merged.finite = (
+                merged.loss + part.loss,
+                merged.kl + part.kl,
+                merged.finite and part.finite,
+            )
+            for key, (count, out_of) in part.shares.items():
+                total = merged.shares.get(key, (0.0, 0.0))
+                merged.shares[key] = (total[0] + count, total[1] + out_of)
+            merged.applied += part.applied
+        return merged
+
+    def record(self, applied: AppliedRows) -> None:
+        """Write each run row's applied ratio, weight and window into the step's `applied`."""
+        for rows, ratio, weight, in_window in self.applied:
+            applied.ratio[rows], applied.weight[rows], applied.in_window[rows] = ratio, weight, in_window
+
+
+def idle_backward(agent: Agent, batch: LearnerBatch, rows: torch.Tensor) -> None:
+    """A forward and backward of weight 0 on `rows`: a rank whose share of a mini-batch has fewer micro-batches than
+    another rank's makes the same FSDP collectives (all-gathers in forward, reduce-scatters in backward) and adds
+    zeros to its gradient."""
+    logp, _ = response_logprobs(agent.model, *batch.sequences(rows), agent.pad_id, batch.temperature)
+    (logp.sum() * 0.0).backward()
 
 
 def update_metrics(

@@ -12,8 +12,8 @@ Token ids, per-token log-probs and weights stay with their agent (checkpoints ar
 A sharded agent (agents.members.<name>.world_size W > 1, or fsdp.offload) is W workers, one per rank, each a Ray
 actor built with its `RankGroup`, in two phases: every rank builds its agent (rank 0 also opens the group's
 rendezvous socket on 127.0.0.1), then all call `join` with rank 0's `store_port` to form the process group and shard
-the agent. Every rank then runs every call on the same inputs (see `AgentWorker`); the executor returns rank 0's
-result.
+the agent. Every rank then gets every call with the same inputs and divides its work with the others (see
+`AgentWorker`); the executor returns rank 0's result, and `take_costs` the agent's (every rank's summed).
 
 Randomness: every worker owns a torch random stream seeded from (seed, agent index) and swapped in around each
 call, so an agent draws the same samples whether it shares a process with the other agents or runs alone.
@@ -24,7 +24,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -34,6 +34,7 @@ import torch
 from hacrl_exp.agents.agent import make_engine
 from hacrl_exp.agents.devices import memory_metrics
 from hacrl_exp.agents.factory import agent_seed, make_agent
+from hacrl_exp.agents.ranks import ONE_RANK, RankGroup, gather, rank_rows
 from hacrl_exp.config.schema import Config
 from hacrl_exp.rollout.base import SamplingSettings, compute_device
 from hacrl_exp.tasks import build_task
@@ -52,14 +53,6 @@ def stream_seed(seed: int, index: int) -> int:
     return int(np.random.SeedSequence([seed, index]).generate_state(1, dtype=np.uint64)[0])
 
 
-@dataclass(frozen=True)
-class RankGroup:
-    """This worker's place in its agent's process group: rank of world."""
-
-    rank: int
-    world: int
-
-
 class AgentWorker:
     """Agent `index` of config.agents.members, built where this object lives (warm start cached on disk).
 
@@ -67,8 +60,9 @@ class AgentWorker:
     agent, which rolls out and is evaluated but never learns.
     task: the driver's task when the worker shares its process (one grader for all agents); else it builds its
     own from config.task, which gives the same prompts and grades.
-    rank_group: set for one rank of a sharded agent (FSDP2, hacrl_exp.agents.sharding). Every rank then runs every call
-    on the same inputs with the same random stream, which is what makes W ranks exactly one W = 1 agent:
+    rank_group: set for one rank of a sharded agent (FSDP2, hacrl_exp.agents.sharding). Every rank then gets every
+    call on the same inputs with the same random stream, and what the ranks divide among themselves they gather back,
+    which is what makes W ranks exactly one W = 1 agent:
       - rollout, evaluate: every unit is all-gathered once at the start of the call and kept gathered to its end
         (`agents.sharding.gathered`), so generation runs on the full weights with no collective per forward. With
         rollout.sample_stream=row the ranks split the rows and all-gather the responses (`RankSlicedEngine`): each
@@ -77,10 +71,10 @@ class AgentWorker:
         rollouts (old and reference log-probs) splits its chunks over the ranks either way (`rank_sliced_logprobs`:
         each chunk is W = 1's, so the log-probs are too); rank 0's results are returned. A vLLM agent generates in
         its tensor-parallel engine and scores every row on every rank, unit by unit.
-      - learn: every rank runs the whole batch (same micro-batches, same forward/backward count), so each rank's
-        gradient is the W = 1 gradient and FSDP's reduce-scatter, an average over ranks, returns it unchanged; each
-        rank then steps AdamW on its shard. Sharding saves memory (weights, gradients, AdamW state: 1/W each), not
-        compute: exactness first (data-parallel micro-batches would split the work; not built).
+      - reward: rank r grades its `rank_rows` of the rollouts (the rows it generated when generation is split) and
+        the ranks gather the rewards (`step.collect_rollouts`).
+      - learn: rank r trains on its share of each mini-batch's rows, split by tokens (`step.update`: W·loss_r, so
+        FSDP's averaged gradient is the W = 1 gradient of the whole mini-batch); each rank steps AdamW on its shard.
     """
 
     def __init__(
@@ -117,6 +111,9 @@ class AgentWorker:
         self.benchmarks = BenchmarkEvaluation(config, self.task)
         self.device = compute_device(self.agent.model)
         self.score = None  # collect_rollouts' scoring: batched_response_logprobs, unless `join` splits it
+        self.ranks = rank_group or ONE_RANK
+        self.generating_ranks = self.scoring_ranks = ONE_RANK  # which rows this rank generates and scores: all of
+        # them, unless `join` splits generation (RankSlicedEngine) or scoring (rank_sliced_logprobs) over the ranks
         self.rng: dict[str, torch.Tensor] = {}
         with self._rng_devices():
             torch.manual_seed(stream_seed(config.seed, index))
@@ -160,7 +157,8 @@ class AgentWorker:
             return  # its scoring forwards are collectives (no `gathered`): every rank scores every row
         if rollout.sample_stream == "row":
             agent.engine = RankSlicedEngine(agent.engine)
-        self.score = rank_sliced_logprobs
+            self.generating_ranks = self.rank_group
+        self.score, self.scoring_ranks = rank_sliced_logprobs, self.rank_group
 
     def rollout(self, problems: Sequence[Problem], group_size: int) -> tuple[SharedRollouts, dict[str, float]]:
         """Phases 1–3 (ROLLOUT, REWARD, SCORE OWN) of one step: G samples per prompt with `self.sampling`, graded,
@@ -171,10 +169,15 @@ class AgentWorker:
         score_batch = self.config.trainer.micro_batch_size
         with self.cost.process_time(), self._own_rng(), self._gathered():
             self._own = own = step.collect_rollouts(
-                self.agent, self.index, problems, group_size, self.sampling, self.task, score_batch, times, self.score
-            )
-        self.cost.generated(own.response_ids)
-        self.cost.scored(own.prompt_ids, own.response_ids, models=1 + (self.agent.reference is not None))
+                self.agent, self.index, problems, group_size, self.sampling, self.task, score_batch, times, self.score,
+                self.ranks,
+            )  # fmt: skip
+        rows = len(own.response_ids)
+        self.cost.generated([own.response_ids[r] for r in rank_rows(rows, self.generating_ranks)])
+        self.cost.graded(len(rank_rows(rows, self.ranks)))
+        scored = rank_rows(rows, self.scoring_ranks, score_batch)
+        self.cost.scored(own.prompt_ids[scored.start : scored.stop], own.response_ids[scored.start : scored.stop],
+                         models=1 + (self.agent.reference is not None))  # fmt: skip
         return own.shared(), times
 
     def learn(
@@ -192,7 +195,7 @@ class AgentWorker:
             batch = step.build_batch(self._own, sources, loss_weight, self.agent.tokenizer, self.params)
             built = time.perf_counter()
             with self._own_rng():
-                metrics = step.update(self.agent, batch, self.params, self.names, self.cost)
+                metrics = step.update(self.agent, batch, self.params, self.names, self.cost, self.ranks)
         metrics.update(memory_metrics([self.agent])[self.agent.name])  # per agent: weights+optimizer MiB, GPU peak
         return metrics, {"build_batch": built - started, "update": time.perf_counter() - built}
 
@@ -201,8 +204,13 @@ class AgentWorker:
         return dict(self.agent.warm_start)
 
     def take_costs(self) -> dict[str, float]:
-        """What this agent's rollout and learn calls cost since the last take (`CostMeter.take`), then zero."""
-        return self.cost.take()
+        """What this agent's rollout and learn calls cost since the last take (`CostMeter.take`), then zero. A
+        sharded agent's is the sum over its ranks, and each rank's own under `rank<r>/<cost>` (a collective)."""
+        ranks = gather(self.cost.take(), self.ranks)
+        if len(ranks) == 1:
+            return ranks[0]
+        total = {key: sum(rank[key] for rank in ranks) for key in ranks[0]}
+        return total | {f"rank{r}/{key}": value for r, rank in enumerate(ranks) for key, value in rank.items()}
 
     def evaluate(self, problems: Sequence[Problem], max_new_tokens: int) -> tuple[list[dict], dict[str, float]]:
         """Greedy answers to the held-out problems, one record per problem, and trainer.eval_benchmarks metrics."""
