@@ -186,9 +186,16 @@ class RayExecutor(Executor):
         ]
 
     def _join_rank_groups(self) -> None:
-        """Form every sharded agent's process group: each rank joins at its rank 0's rendezvous port."""
-        ports = self.ray.get([self.groups[i][0].store_port.remote() for i in self.sharded])
-        self.call("join", {i: (port,) for i, port in zip(self.sharded, ports)})
+        """Form every sharded agent's process group: its ranks report their nodes' addresses from inside their
+        actors, rank 0 opens the rendezvous on the host those give (`rendezvous_host`: 127.0.0.1 on one node, else
+        rank 0's node address) and every rank joins there."""
+        from hacrl_exp.agents.sharding import rendezvous_host
+
+        refs = {i: [rank.node_address.remote() for rank in self.groups[i]] for i in self.sharded}
+        addresses = {i: self.ray.get(r) for i, r in refs.items()}
+        hosts = {i: rendezvous_host(addresses[i]) for i in self.sharded}
+        ports = self.ray.get([self.groups[i][0].store_port.remote(hosts[i]) for i in self.sharded])
+        self.call("join", {i: (port, hosts[i], addresses[i]) for i, port in zip(self.sharded, ports)})
 
     def call(self, method: str, args: Mapping[int, tuple]) -> dict[int, Any]:
         refs = {i: [getattr(actor, method).remote(*a) for actor in self.groups[i]] for i, a in args.items()}
@@ -284,6 +291,12 @@ class _ActorWorker(AgentWorker):
         import ray
 
         return ray.get_runtime_context().get_node_id()
+
+    def node_address(self) -> str:
+        """The address of the Ray node this actor runs on (the one the other nodes reach it at), asked from inside."""
+        import ray
+
+        return ray.util.get_node_ip_address()
 
 
 def make_executor(config: Config, learners: Mapping[int, LearnerParams], task: Task | None = None) -> Executor:
