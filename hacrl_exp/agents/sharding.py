@@ -38,6 +38,7 @@ from hacrl_exp.agents.agent import Agent
 from hacrl_exp.agents.logprobs import batched_response_logprobs
 from hacrl_exp.agents.precision import DTYPES, MasterWeightsAdamW, cast_parameters, enable_autocast
 from hacrl_exp.config.schema import AgentConfig
+from hacrl_exp.errors import ConfigError
 from hacrl_exp.rollout.base import Rollouts, SamplingSettings
 from hacrl_exp.rollout.hf import HFRolloutEngine
 
@@ -73,9 +74,9 @@ def interface_of(address: str, interfaces: Mapping[str, Sequence[str]] | None = 
     for name, addresses in (_interfaces() if interfaces is None else interfaces).items():
         if address in addresses:
             return name
-    raise RuntimeError(
-        f"no network interface of this node holds its Ray address {address}; set GLOO_SOCKET_IFNAME "
-        "(executor.runtime_env.env_vars) to the interface the other nodes reach it on"
+    raise ConfigError(
+        f"no network interface of this node holds its Ray address {address}; set GLOO_SOCKET_IFNAME to the interface "
+        "the other nodes reach it on: executor.runtime_env='{env_vars: {GLOO_SOCKET_IFNAME: <interface>}}'"
     )
 
 

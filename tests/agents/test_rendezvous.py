@@ -14,6 +14,7 @@ import torch
 import torch.multiprocessing as mp
 
 from hacrl_exp.agents.sharding import LOOPBACK, _interfaces, interface_of, rendezvous_host, store_socket
+from hacrl_exp.errors import ConfigError
 
 
 def test_the_rendezvous_is_loopback_on_one_node_and_rank_zeros_address_across_nodes():
@@ -37,7 +38,7 @@ def test_gloo_binds_the_interface_that_holds_the_nodes_address():
     assert interface_of("10.0.0.2", interfaces) == "eth0"
     assert interface_of("127.0.0.1", interfaces) == "lo"
     assert interface_of("127.0.0.1", {}) == "lo"  # loopback needs no lookup
-    with pytest.raises(RuntimeError, match="no network interface of this node holds .* 10.0.0.9; set GLOO_SOCKET_IF"):
+    with pytest.raises(ConfigError, match="no network interface of this node holds .* 10.0.0.9; set GLOO_SOCKET_IF"):
         interface_of("10.0.0.9", interfaces)
 
 
