@@ -83,8 +83,9 @@ def test_an_agent_sharded_over_two_ranks_on_two_nodes_matches_the_unsharded_run(
     W = 1 gives the same metrics, evaluations and weights as both unsharded, on a two-node cluster
     (ray.cluster_utils.Cluster: a head without CPUs and nodes with custom resources node_a and node_b): opt_char's
     rank 0 on node_a and rank 1 on node_b (placement=[node_a,node_b], a PACK placement group), gpt2_bpe on node_a;
-    every rank reports, from inside its actor, its node. The simulated nodes share this machine's 127.0.0.1, so the
-    ranks report one address and meet on loopback; the path of two addresses is tests/agents/test_rendezvous.py's."""
+    every rank reports, from inside its actor, its node. node_a's address is 127.0.0.2, node_b's 127.0.0.1, so the
+    ranks report two addresses and meet at rank 0's, 127.0.0.2 (the path across nodes; gloo on lo, as both are
+    loopback addresses of this machine); a non-loopback interface is tests/agents/test_rendezvous.py's."""
     from ray.cluster_utils import Cluster
 
     from hacrl_exp.ray_cluster import _loopback_only
@@ -93,7 +94,7 @@ def test_an_agent_sharded_over_two_ranks_on_two_nodes_matches_the_unsharded_run(
     # would wait for a raylet there
     with _loopback_only():
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-        node_a = cluster.add_node(num_cpus=2, resources={"node_a": 1})
+        node_a = cluster.add_node(num_cpus=2, resources={"node_a": 1}, node_ip_address="127.0.0.2")
         node_b = cluster.add_node(num_cpus=1, resources={"node_b": 1})
         try:
             cluster.wait_for_nodes()
