@@ -54,6 +54,7 @@ SLOW = (
     "tests/agents/test_memory_plan.py::test_exact_parts_equal_the_tiny_agents_allocation",
     "tests/agents/test_memory_plan.py::test_planner_predicts_the_measured_update_peak_on_cpu",
     "tests/agents/test_memory_plan.py::test_suggestions_each_fit",
+    "tests/agents/test_rendezvous.py::test_two_ranks_meet_on_a_non_loopback_address",
     "tests/agents/test_sharding.py::test_two_ranks_gather_the_full_weights_and_split_generation_exactly",
     "tests/agents/test_tiny.py::test_a_warm_start_stops_at_its_target_accuracy",
     "tests/agents/test_tiny.py::test_a_warm_start_that_misses_its_target_stops_at_the_cap",
@@ -134,6 +135,7 @@ SLOW = (
     "tests/trainer/test_fsdp.py",
     "tests/trainer/test_job_datasets.py::test_a_generated_task_names_its_generator_and_each_benchmark",
     "tests/trainer/test_ray.py",
+    "tests/trainer/test_data_parallel.py::test_ranks_that_split_the_rows_end_where_one_agent_does",
     "tests/trainer/test_resources.py::test_a_placement_the_planner_rejects",
     "tests/trainer/test_temperature.py",
 )

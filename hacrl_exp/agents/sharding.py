@@ -15,9 +15,10 @@ float32 masters back as its parameters before it is sharded: the shards are the 
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import socket
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -39,35 +40,79 @@ from hacrl_exp.agents.logprobs import batched_response_logprobs
 from hacrl_exp.agents.precision import DTYPES, MasterWeightsAdamW, cast_parameters, enable_autocast
 from hacrl_exp.agents.ranks import RankGroup, gather, rank_rows
 from hacrl_exp.config.schema import AgentConfig
+from hacrl_exp.errors import ConfigError
 from hacrl_exp.rollout.base import Rollouts, SamplingSettings
 from hacrl_exp.rollout.hf import HFRolloutEngine
 
+LOOPBACK = "127.0.0.1"
 
-def store_socket() -> socket.socket:
-    """Rank 0's rendezvous socket: bound to 127.0.0.1 on a port the OS picks, and listening from now on.
+
+def rendezvous_host(node_addresses: Sequence[str]) -> str:
+    """Where rank 0 hosts its group's TCP store, from each rank's node address in rank order (as Ray reports it from
+    inside the rank's actor): 127.0.0.1 when every rank is on one node (reachable from that machine only), else rank
+    0's node address, the one the other nodes reach it at (docs/distributed.md, "Several machines")."""
+    return LOOPBACK if len(set(node_addresses)) == 1 else node_addresses[0]
+
+
+def store_socket(host: str = LOOPBACK) -> socket.socket:
+    """Rank 0's rendezvous socket: bound to `host` (never every interface) on a port the OS picks, and listening.
 
     Rank 0 hosts its group's TCP store on this very socket (`init_rank_group`, which hands its descriptor over to
     the store), so the port cannot be taken by another process between being chosen and being used, and the store
-    is reachable from this machine only (a TCPStore that binds its own port listens on every interface)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
+    is reachable at `host` only (a TCPStore that binds its own port listens on every interface)."""
+    if ipaddress.ip_address(host).is_unspecified:
+        raise ValueError(f"the rendezvous binds one address, not {host} (every interface): pass a node's address")
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind((host, 0))
     sock.listen()
     return sock
 
 
+def interface_of(address: str, interfaces: Mapping[str, Sequence[str]] | None = None) -> str:
+    """The network interface holding `address`, from {interface: its addresses} (default this machine's, psutil's):
+    'lo' for a loopback address. What gloo's pair connections bind to (GLOO_SOCKET_IFNAME)."""
+    if ipaddress.ip_address(address).is_loopback:
+        return "lo"
+    for name, addresses in (_interfaces() if interfaces is None else interfaces).items():
+        if address in addresses:
+            return name
+    raise ConfigError(
+        f"no network interface of this node holds its Ray address {address}; set GLOO_SOCKET_IFNAME to the interface "
+        "the other nodes reach it on: executor.runtime_env='{env_vars: {GLOO_SOCKET_IFNAME: <interface>}}'"
+    )
+
+
+def _interfaces() -> dict[str, list[str]]:
+    """This machine's interfaces and their addresses (psutil: Ray ships it, so a Ray actor always has it)."""
+    import psutil
+
+    return {name: [a.address for a in addrs] for name, addrs in psutil.net_if_addrs().items()}
+
+
 def init_rank_group(
-    rank: int, world: int, port: int, device: torch.device, listening: socket.socket | None = None
+    rank: int,
+    world: int,
+    port: int,
+    device: torch.device,
+    listening: socket.socket | None = None,
+    host: str = LOOPBACK,
+    address: str | None = None,
 ) -> None:
     """Join this process to its agent's process group: gloo on CPU, NCCL on GPU, rendezvous through a TCP store
-    at 127.0.0.1:port that rank 0 hosts on `listening` (its `store_socket`, whose port is `port`). The W ranks of
-    one agent share a machine (the executor packs them, docs/distributed.md)."""
+    at host:port that rank 0 hosts on `listening` (its `store_socket(host)`, whose port is `port`).
+
+    address: this rank's own node address (Ray's). Gloo's pair connections bind to the interface that holds it
+    (GLOO_SOCKET_IFNAME, unless already set), or to loopback when the store is on loopback (the group on one node).
+    NCCL picks its own (NCCL_SOCKET_IFNAME, docs/distributed.md)."""
     backend = "nccl" if device.type == "cuda" else "gloo"
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")  # gloo's pairs then connect over loopback, like the store
+    if "GLOO_SOCKET_IFNAME" not in os.environ:  # else gloo binds what this machine's hostname resolves to
+        one_node = address is None or ipaddress.ip_address(host).is_loopback
+        os.environ["GLOO_SOCKET_IFNAME"] = interface_of(host if one_node else address)
     if rank == 0 and listening is None:
         raise ValueError("rank 0 hosts the rendezvous store: pass its store_socket() as `listening`")
     # the store owns the descriptor from here and closes it: detached, the socket object no longer would
     fd = listening.detach() if rank == 0 and listening is not None else None
-    store = dist.TCPStore("127.0.0.1", port, world, is_master=rank == 0, use_libuv=True, master_listen_fd=fd)
+    store = dist.TCPStore(host, port, world, is_master=rank == 0, use_libuv=True, master_listen_fd=fd)
     dist.init_process_group(backend, store=store, rank=rank, world_size=world)
 
 

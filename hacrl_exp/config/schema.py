@@ -114,12 +114,16 @@ class AgentConfig:
     """Low-rank adapters for large agents: agents.members.<name>.lora.r=16 turns them on."""
     world_size: int = field(default=1, metadata=rng(1, 4096))
     """Ranks the agent spans (FSDP2 full sharding, hacrl_exp.agents.sharding): W > 1 needs executor=ray, which starts
-    W actors on one node with their own process group (gloo on CPU, NCCL on GPU). docs/distributed.md."""
+    W actors (on one node unless placement or span_nodes say otherwise) with their own process group (gloo on CPU,
+    NCCL on GPU). docs/distributed.md."""
     fsdp: FsdpConfig = field(default_factory=FsdpConfig)
     """FSDP2 settings of a sharded agent."""
-    placement: Optional[str] = None
+    placement: Any = None
     """A Ray custom resource (e.g. node_a, from `ray start --resources '{"node_a": 1}'`): the agent's actors go to a
-    node that has it. Needs executor=ray."""
+    node that has it; or a list of world_size of them, one per rank ([node_a, node_b]: rank 0 on node_a, rank 1 on
+    node_b). Needs executor=ray."""
+    span_nodes: bool = False
+    """Let a sharded agent's ranks run on several nodes (a PACK placement group instead of STRICT_PACK)."""
 
 
 @dataclass

@@ -280,12 +280,32 @@ def _check_sharding(config: Config, key: str, agent) -> None:
         raise ConfigError(f"{asked} needs executor=ray (each rank is a Ray actor); add executor=ray")
     if agent.placement is not None and config.executor.backend != "ray":
         raise ConfigError(f"{key}.placement={agent.placement!r} needs executor=ray; add executor=ray or drop it")
+    _check_placement(key, agent)
+    if agent.span_nodes and agent.world_size == 1:
+        raise ConfigError(f"{key}.span_nodes=true is for the ranks of a sharded agent (world_size > 1); drop it")
     if sharded and agent.lora.r > 0:
         raise ConfigError(f"{asked} with {key}.lora.r={agent.lora.r}: sharded LoRA agents are not built; pick one")
     if agent.fsdp.offload and config.rollout.backend == "vllm":
         raise ConfigError(
             f"{key}.fsdp.offload=true with rollout=vllm is not built (the engine syncs from GPU-resident shards); "
             "use rollout=hf, or fsdp.offload=false and more ranks (world_size)"
+        )
+
+
+def _check_placement(key: str, agent) -> None:
+    """placement: null, a resource name, or a list of world_size resource names (one per rank)."""
+    placement = agent.placement
+    if placement is None or isinstance(placement, str) and placement:
+        return
+    if not isinstance(placement, list) or not all(isinstance(p, str) and p for p in placement):
+        raise ConfigError(
+            f"{key}.placement={placement!r} is not a Ray resource name nor a list of them; e.g. node_a or "
+            "[node_a,node_b]"
+        )
+    if len(placement) != agent.world_size:
+        raise ConfigError(
+            f"{key}.placement={placement!r} has {len(placement)} entries for world_size={agent.world_size} ranks; "
+            "give one per rank, or one name for all"
         )
 
 

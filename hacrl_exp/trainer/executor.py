@@ -6,11 +6,12 @@ Ray actors run each phase in parallel, so a phase then takes as long as its slow
 typed methods of `Executor` (`rollout`, `learn`, `evaluate`, `save`, `load`); only `call` knows how.
 
 A sharded agent (agents.members.<name>.world_size W > 1 or fsdp.offload, hacrl_exp.agents.sharding) is W Ray actors,
-one per rank, packed on one node by a STRICT_PACK placement group and joined by their own process group (rendezvous
-on rank 0's loopback socket, `AgentWorker.join`). `call` hides them: every rank gets the same call, the agent's result
-is rank 0's; when a rank fails, the agent's other ranks are killed at once (they would wait in a collective for it).
-`agents.members.<name>.placement` names a Ray custom resource that the agent's actors ask for (PLACEMENT_SHARE
-each), so they land on a node that has it.
+one per rank, in a placement group: packed on one node (STRICT_PACK), or across nodes (PACK) with span_nodes=true or
+a placement naming several nodes. Their own process group joins them (`_join_rank_groups`: rendezvous on rank 0's
+socket, on 127.0.0.1 when the ranks share a node, else on rank 0's node address). `call` hides them: every rank gets
+the same call, the agent's result is rank 0's; when a rank fails, the agent's other ranks are killed at once (they
+would wait in a collective for it). `agents.members.<name>.placement` names a Ray custom resource that the agent's
+actors ask for (PLACEMENT_SHARE each), so they land on a node that has it: one for all ranks, or a list, one per rank.
 """
 
 from __future__ import annotations
@@ -39,6 +40,17 @@ PLACEMENT_TIMEOUT_S = 120.0
 def sharded(agent: AgentConfig) -> bool:
     """Whether the agent is built as an FSDP2 rank group (W > 1, or CPU offload at any W)."""
     return agent.world_size > 1 or agent.fsdp.offload
+
+
+def rank_placements(agent: AgentConfig) -> list[str | None]:
+    """The placement resource each rank of the agent asks for: its `placement` for every rank, or its list."""
+    placement = agent.placement
+    return list(placement) if isinstance(placement, (list, tuple)) else [placement] * agent.world_size
+
+
+def spans_nodes(agent: AgentConfig) -> bool:
+    """Whether the agent's ranks may run on several nodes (a PACK placement group, else STRICT_PACK)."""
+    return agent.span_nodes or len(set(rank_placements(agent))) > 1
 
 
 class Executor:
@@ -159,23 +171,26 @@ class RayExecutor(Executor):
     ) -> list:
         """Start agent `index`'s actors: one, or a packed rank group (formed later by `_join_rank_groups`)."""
         settings = config.executor
-        extra = {member.placement: PLACEMENT_SHARE} if member.placement else {}
+        resources = [{p: PLACEMENT_SHARE} if p else {} for p in rank_placements(member)]
         actor = self.ray.remote(_ActorWorker)
-        options = {"num_cpus": settings.cpus_per_agent, "num_gpus": settings.gpus_per_agent, "resources": extra}
+        options = {"num_cpus": settings.cpus_per_agent, "num_gpus": settings.gpus_per_agent}
         if not sharded(member):
-            return [actor.options(**options).remote(config, index, params, threads)]
+            return [actor.options(**options, resources=resources[0]).remote(config, index, params, threads)]
         from ray.util.placement_group import placement_group
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        bundle = {"CPU": settings.cpus_per_agent, "GPU": settings.gpus_per_agent, **extra}
-        group = placement_group([{k: v for k, v in bundle.items() if v}] * member.world_size, strategy="STRICT_PACK")
+        devices = {"CPU": settings.cpus_per_agent, "GPU": settings.gpus_per_agent}
+        bundles = [{k: v for k, v in {**devices, **extra}.items() if v} for extra in resources]
+        span = spans_nodes(member)
+        group = placement_group(bundles, strategy="PACK" if span else "STRICT_PACK")
         self.placement_groups.append(group)
         name = list(config.agents.members)[index]
         ready, _ = self.ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
         if not ready:
+            where = "on the nodes" if span else "on one node (or set span_nodes=true)"
             raise ConfigError(
-                f"agents.members.{name}.world_size={member.world_size}: no Ray node has {member.world_size} × "
-                f"{bundle} free for its ranks (they share one node); lower world_size or executor.cpus_per_agent"
+                f"agents.members.{name}.world_size={member.world_size}: the Ray cluster has no room for its ranks' "
+                f"{bundles} {where}; lower world_size or executor.cpus_per_agent"
             )
 
         world = member.world_size
@@ -187,9 +202,16 @@ class RayExecutor(Executor):
         ]
 
     def _join_rank_groups(self) -> None:
-        """Form every sharded agent's process group: each rank joins at its rank 0's rendezvous port."""
-        ports = self.ray.get([self.groups[i][0].store_port.remote() for i in self.sharded])
-        self.call("join", {i: (port,) for i, port in zip(self.sharded, ports)})
+        """Form every sharded agent's process group: its ranks report their nodes' addresses from inside their
+        actors, rank 0 opens the rendezvous on the host those give (`rendezvous_host`: 127.0.0.1 on one node, else
+        rank 0's node address) and every rank joins there."""
+        from hacrl_exp.agents.sharding import rendezvous_host
+
+        refs = {i: [rank.node_address.remote() for rank in self.groups[i]] for i in self.sharded}
+        addresses = {i: self.ray.get(r) for i, r in refs.items()}
+        hosts = {i: rendezvous_host(addresses[i]) for i in self.sharded}
+        ports = self.ray.get([self.groups[i][0].store_port.remote(hosts[i]) for i in self.sharded])
+        self.call("join", {i: (port, hosts[i], addresses[i]) for i, port in zip(self.sharded, ports)})
 
     def call(self, method: str, args: Mapping[int, tuple]) -> dict[int, Any]:
         refs = {i: [getattr(actor, method).remote(*a) for actor in self.groups[i]] for i, a in args.items()}
@@ -252,12 +274,13 @@ def _check_fits(cluster: dict[str, float], n_agents: int, settings: ExecutorConf
 def _check_placements(cluster: dict[str, float], members: Mapping[str, AgentConfig]) -> None:
     """A placement resource no node has would leave the agent's actors pending forever: say so at start."""
     for name, member in members.items():
-        need = PLACEMENT_SHARE * member.world_size
-        if member.placement and cluster.get(member.placement, 0.0) < need:
-            raise ConfigError(
-                f"agents.members.{name}.placement={member.placement!r}: no node of the Ray cluster has that resource; "
-                f"start one with ray start --resources '{{\"{member.placement}\": 1}}' or drop the key"
-            )
+        placements = rank_placements(member)
+        for resource in dict.fromkeys(p for p in placements if p):
+            if cluster.get(resource, 0.0) < PLACEMENT_SHARE * placements.count(resource):
+                raise ConfigError(
+                    f"agents.members.{name}.placement={member.placement!r}: no node of the Ray cluster has "
+                    f"{resource!r}; start one with ray start --resources '{{\"{resource}\": 1}}' or drop the key"
+                )
 
 
 class _ActorWorker(AgentWorker):
@@ -285,6 +308,12 @@ class _ActorWorker(AgentWorker):
         import ray
 
         return ray.get_runtime_context().get_node_id()
+
+    def node_address(self) -> str:
+        """The address of the Ray node this actor runs on (the one the other nodes reach it at), asked from inside."""
+        import ray
+
+        return ray.util.get_node_ip_address()
 
 
 def make_executor(config: Config, learners: Mapping[int, LearnerParams], task: Task | None = None) -> Executor:

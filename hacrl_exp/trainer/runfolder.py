@@ -100,8 +100,8 @@ def _flat(params: dict) -> dict[str, str]:
             return False
         if key.startswith("agents.members."):
             field = key.split(".", 3)[3]
-            # where an agent's actors run (placement) does not change what is trained
-            return field != "placement" and AGENT_DEFAULTS.get(field) != value
+            # where an agent's actors run (placement, span_nodes) does not change what is trained
+            return field not in ("placement", "span_nodes") and AGENT_DEFAULTS.get(field) != value
         return True
 
     return {k: v for k, v in flatten(params).items() if kept(k, v)}

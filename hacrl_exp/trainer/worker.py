@@ -10,10 +10,11 @@ numbered), with the `LearnerParams` the driver resolved once and handed to it.
 Token ids, per-token log-probs and weights stay with their agent (checkpoints are written by each worker).
 
 A sharded agent (agents.members.<name>.world_size W > 1, or fsdp.offload) is W workers, one per rank, each a Ray
-actor built with its `RankGroup`, in two phases: every rank builds its agent (rank 0 also opens the group's
-rendezvous socket on 127.0.0.1), then all call `join` with rank 0's `store_port` to form the process group and shard
-the agent. Every rank then gets every call with the same inputs and divides its work with the others (see
-`AgentWorker`); the executor returns rank 0's result, and `take_costs` the agent's (every rank's summed).
+actor built with its `RankGroup`, in two phases: every rank builds its agent, then rank 0 opens the group's
+rendezvous socket (`store_port`, on the host the executor picked from where the ranks run) and all call `join` with
+that host and port to form the process group and shard the agent. Every rank then gets every call with the same
+inputs and divides its work with the others (see `AgentWorker`); the executor returns rank 0's result, and
+`take_costs` the agent's (every rank's summed).
 
 Randomness: every worker owns a torch random stream seeded from (seed, agent index) and swapped in around each
 call, so an agent draws the same samples whether it shares a process with the other agents or runs alone.
@@ -100,11 +101,7 @@ class AgentWorker:
             building = replace(config, rollout=replace(config.rollout, backend="hf"))
         self.agent = make_agent(building, self.task, None, index)
         self.listening = None  # rank 0's rendezvous socket (agents.sharding.store_socket) until `join` hands it over
-        if rank_group is not None and rank_group.rank == 0:
-            from hacrl_exp.agents.sharding import store_socket
-
-            self.listening = store_socket()
-            self.port = int(self.listening.getsockname()[1])
+        self.port: int | None = None
         # the one object behind both halves of every ratio: it generates the rollouts, scores their old log-probs,
         # and travels with them (SourceRollouts.sampling) to `learn`, which scores the new ones at its temperature
         self.sampling = SamplingSettings.of(config.rollout)
@@ -125,15 +122,22 @@ class AgentWorker:
         """The agent's name, once it is built (lets the Ray executor surface build errors at start)."""
         return self.agent.name
 
-    def store_port(self) -> int:
-        """Rank 0 of a sharded agent: the 127.0.0.1 port its rendezvous socket listens on, for every rank's `join`."""
+    def store_port(self, host: str = "127.0.0.1") -> int:
+        """Rank 0 of a sharded agent: open its rendezvous socket on `host` (at the first call; listening from then
+        on, `agents.sharding.store_socket`) and return its port, for every rank's `join`."""
         if self.rank_group is None or self.rank_group.rank != 0:
             raise RuntimeError(f"{self.agent.name}: store_port is asked of rank 0 of a sharded agent only")
+        if self.port is None:
+            from hacrl_exp.agents.sharding import store_socket
+
+            self.listening = store_socket(host)
+            self.port = int(self.listening.getsockname()[1])
         return self.port
 
-    def join(self, port: int) -> None:
-        """Form the agent's process group (rendezvous at 127.0.0.1:port, rank 0's `store_port`) and shard the agent
-        with FSDP2; the W ranks call it together, after building and before any other call. A collective."""
+    def join(self, port: int, host: str = "127.0.0.1", addresses: Sequence[str] = ()) -> None:
+        """Form the agent's process group (rendezvous at host:port, rank 0's `store_port`) and shard the agent with
+        FSDP2; the W ranks call it together, after building and before any other call. A collective.
+        addresses: each rank's node address (Ray's), whose interface this rank's gloo connections use."""
         from hacrl_exp.agents.sharding import (
             RankSlicedEngine,
             full_weights,
@@ -144,7 +148,9 @@ class AgentWorker:
 
         if self.rank_group is None:
             raise RuntimeError(f"{self.agent.name}: join is for the ranks of a sharded agent")
-        init_rank_group(self.rank_group.rank, self.rank_group.world, port, self.device, self.listening)
+        rank, world = self.rank_group.rank, self.rank_group.world
+        address = addresses[rank] if addresses else None
+        init_rank_group(rank, world, port, self.device, self.listening, host, address)
         member, rollout, agent = self.config.agents.members[self.agent.name], self.config.rollout, self.agent
         shard_agent(agent, member, member.fsdp.offload)
         if rollout.backend == "vllm":  # one engine per rank, tensor-parallel over the group (rollout.vllm)

@@ -1,7 +1,7 @@
 """Sharded agents (FSDP2 over a gloo rank group of Ray actors), placed on named nodes of a (simulated) two-node Ray
-cluster, land there and give the run of unsharded ones, generating data-parallel over their ranks
-(rollout.sample_stream=row); a sharded run that generates every row on every rank (the default agent stream),
-killed with SIGKILL, resumes to the unsharded run's metrics.
+cluster (one agent's two ranks on different nodes), land there and give the run of unsharded ones, generating
+data-parallel over their ranks (rollout.sample_stream=row); a sharded run that generates every row on every rank
+(the default agent stream), killed with SIGKILL, resumes to the unsharded run's metrics.
 
 Every run is the tiny pair of tests/e2e/tiny.py, shrunk further (2 prompts × G 4, 16 new tokens), float32 on CPU.
 """
@@ -78,11 +78,14 @@ def unsharded(tmp_path_factory) -> Path:
     return run
 
 
-def test_an_agent_sharded_over_two_ranks_on_named_nodes_matches_the_unsharded_run(tmp_path):
+def test_an_agent_sharded_over_two_ranks_on_two_nodes_matches_the_unsharded_run(tmp_path):
     """opt_char at W = 2 (FSDP2, gloo; its rollouts and evaluations split over the two ranks) next to gpt2_bpe at
-    W = 1 gives the same metrics, evaluations and weights as both unsharded, with each agent placed on a named node
-    of a two-node cluster (ray.cluster_utils.Cluster: a head without CPUs and nodes with custom resources node_a and
-    node_b); every rank reports, from inside its actor, its node."""
+    W = 1 gives the same metrics, evaluations and weights as both unsharded, on a two-node cluster
+    (ray.cluster_utils.Cluster: a head without CPUs and nodes with custom resources node_a and node_b): opt_char's
+    rank 0 on node_a and rank 1 on node_b (placement=[node_a,node_b], a PACK placement group), gpt2_bpe on node_a;
+    every rank reports, from inside its actor, its node. node_a's address is 127.0.0.2, node_b's 127.0.0.1, so the
+    ranks report two addresses and meet at rank 0's, 127.0.0.2 (the path across nodes; gloo on lo, as both are
+    loopback addresses of this machine); a non-loopback interface is tests/agents/test_rendezvous.py's."""
     from ray.cluster_utils import Cluster
 
     from hacrl_exp.ray_cluster import _loopback_only
@@ -91,21 +94,21 @@ def test_an_agent_sharded_over_two_ranks_on_named_nodes_matches_the_unsharded_ru
     # would wait for a raylet there
     with _loopback_only():
         cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "include_dashboard": False})
-        node_a = cluster.add_node(num_cpus=2, resources={"node_a": 1})
+        node_a = cluster.add_node(num_cpus=2, resources={"node_a": 1}, node_ip_address="127.0.0.2")
         node_b = cluster.add_node(num_cpus=1, resources={"node_b": 1})
         try:
             cluster.wait_for_nodes()
             placed = [
                 f"executor.address={cluster.address}",
-                "agents.members.opt_char.placement=node_a",
-                "agents.members.gpt2_bpe.placement=node_b",
+                "agents.members.opt_char.placement=[node_a,node_b]",
+                "agents.members.gpt2_bpe.placement=node_a",
             ]
             summary = train(preflight([*BASE, *ROW_STREAMS, *SHARDED, *placed]), tmp_path / "sharded")
         finally:
             cluster.shutdown()
     unsharded = tmp_path / "unsharded"
     train(preflight([*BASE, *ROW_STREAMS]), unsharded)
-    assert summary["placement"] == {"opt_char": [node_a.node_id] * 2, "gpt2_bpe": [node_b.node_id]}
+    assert summary["placement"] == {"opt_char": [node_a.node_id, node_b.node_id], "gpt2_bpe": [node_a.node_id]}
     rows = read_metrics(tmp_path / "sharded" / "metrics.jsonl")
     assert compared(read_metrics(unsharded / "metrics.jsonl"), rows) > 50
     assert any(r.get("train/updates") for r in rows if r["agent"] == "opt_char")
@@ -194,5 +197,30 @@ def test_sharding_settings_need_ray_and_a_placement_that_exists():
     with pytest.raises(ConfigError, match=r"agents.members.opt_char.placement='node_a' needs executor=ray"):
         preflight([*BASE, "agents.members.opt_char.placement=node_a"])
     config = preflight([*BASE, "executor=ray", "agents.members.opt_char.placement=node_a"])
-    with pytest.raises(ConfigError, match=r"placement='node_a': no node of the Ray cluster has that resource"):
+    with pytest.raises(ConfigError, match=r"placement='node_a': no node of the Ray cluster has 'node_a'; start one"):
         _check_placements({"CPU": 2.0}, config.agents.members)
+
+
+def test_an_agents_ranks_are_placed_on_one_node_or_one_per_listed_node():
+    """placement: one resource for every rank (STRICT_PACK: one node) or one per rank; span_nodes=true: PACK."""
+    from hacrl_exp.errors import ConfigError
+    from hacrl_exp.trainer.executor import _check_placements, rank_placements, spans_nodes
+
+    def opt_char(*overrides: str):
+        return preflight([*BASE, *SHARDED, *overrides]).agents.members["opt_char"]
+
+    one = opt_char("agents.members.opt_char.placement=node_a")
+    assert (rank_placements(one), spans_nodes(one)) == (["node_a", "node_a"], False)
+    listed = opt_char("agents.members.opt_char.placement=[node_a,node_b]")
+    assert (rank_placements(listed), spans_nodes(listed)) == (["node_a", "node_b"], True)
+    spread = opt_char("agents.members.opt_char.span_nodes=true")
+    assert (rank_placements(spread), spans_nodes(spread)) == ([None, None], True)
+    _check_placements({"CPU": 3.0, "node_a": 1.0, "node_b": 1.0}, {"opt_char": listed})
+    with pytest.raises(ConfigError, match=r"placement=\['node_a', 'node_c'\]: no node of the Ray cluster has 'node_c'"):
+        _check_placements({"node_a": 1.0}, {"opt_char": opt_char("agents.members.opt_char.placement=[node_a,node_c]")})
+    with pytest.raises(ConfigError, match=r"placement=\['node_a'\] has 1 entries for world_size=2 ranks; give one"):
+        opt_char("agents.members.opt_char.placement=[node_a]")
+    with pytest.raises(ConfigError, match=r"placement=5 is not a Ray resource name nor a list of them"):
+        opt_char("agents.members.opt_char.placement=5")
+    with pytest.raises(ConfigError, match=r"gpt2_bpe.span_nodes=true is for the ranks of a sharded agent"):
+        opt_char("agents.members.gpt2_bpe.span_nodes=true")
