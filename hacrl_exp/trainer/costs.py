@@ -90,6 +90,14 @@ class CostMeter:
         return out
 
 
+def combine_ranks(ranks: Sequence[dict[str, float]]) -> dict[str, float]:
+    """A sharded agent's costs from its W ranks' (rank order): each count summed over the ranks (the work they divide
+    or repeat), but `updates` once (every rank takes the same optimizer step, on its shard); and each rank's own
+    under `rank<r>/<key>`."""
+    total = {key: ranks[0][key] if key == "updates" else sum(rank[key] for rank in ranks) for key in ranks[0]}
+    return total | {f"rank{r}/{key}": value for r, rank in enumerate(ranks) for key, value in rank.items()}
+
+
 def add_costs(totals: dict[str, float], increments: dict[str, float]) -> None:
     """totals += increments, key by key (a total missing from an older checkpoint starts at 0)."""
     for key, value in increments.items():

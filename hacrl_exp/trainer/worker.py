@@ -42,7 +42,7 @@ from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.base import Problem, Task
 from hacrl_exp.trainer import step
 from hacrl_exp.trainer.checkpoint import load_agent_state, save_agent_state
-from hacrl_exp.trainer.costs import CostMeter
+from hacrl_exp.trainer.costs import CostMeter, combine_ranks
 from hacrl_exp.trainer.heldout import BenchmarkEvaluation, greedy_answers
 from hacrl_exp.trainer.params import LearnerParams
 from hacrl_exp.trainer.sharded_checkpoint import load_sharded_agent_state, save_sharded_agent_state
@@ -210,13 +210,10 @@ class AgentWorker:
         return dict(self.agent.warm_start)
 
     def take_costs(self) -> dict[str, float]:
-        """What this agent's rollout and learn calls cost since the last take (`CostMeter.take`), then zero. A
-        sharded agent's is the sum over its ranks, and each rank's own under `rank<r>/<cost>` (a collective)."""
+        """What this agent's rollout and learn calls cost since the last take (`CostMeter.take`), then zero; a sharded
+        agent's, its ranks' combined (`combine_ranks`, a collective)."""
         ranks = gather(self.cost.take(), self.ranks)
-        if len(ranks) == 1:
-            return ranks[0]
-        total = {key: sum(rank[key] for rank in ranks) for key in ranks[0]}
-        return total | {f"rank{r}/{key}": value for r, rank in enumerate(ranks) for key, value in rank.items()}
+        return ranks[0] if len(ranks) == 1 else combine_ranks(ranks)
 
     def evaluate(self, problems: Sequence[Problem], max_new_tokens: int) -> tuple[list[dict], dict[str, float]]:
         """Greedy answers to the held-out problems, one record per problem, and trainer.eval_benchmarks metrics."""

@@ -124,3 +124,12 @@ def test_token_shares_are_contiguous_and_balanced():
     four = token_shares(rows[:1], tokens, 4)
     assert sum(len(s) for s in four) == 1  # fewer rows than ranks: some shares are empty
     assert [s.tolist() for s in token_shares(rows[:0], tokens, 3)] == [[], [], []]
+
+
+def test_a_sharded_agents_costs_are_its_ranks_summed_and_one_optimizer_step_each():
+    from hacrl_exp.trainer.costs import combine_ranks, zero_costs
+
+    ranks = [zero_costs() | {"trained_rows": 3.0, "updates": 4.0}, zero_costs() | {"trained_rows": 5.0, "updates": 4.0}]
+    combined = combine_ranks(ranks)
+    assert combined["trained_rows"] == 8.0 and combined["updates"] == 4.0 and combined["generated_rollouts"] == 0.0
+    assert combined["rank0/trained_rows"] == 3.0 and combined["rank1/trained_rows"] == 5.0

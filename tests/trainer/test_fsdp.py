@@ -53,13 +53,13 @@ def same(x, y) -> bool:
 
 
 def compared(rows_a: list[dict], rows_b: list[dict]) -> int:
-    """Assert two metrics.jsonl files hold the same rows and values (wall-clock times and per-rank memory aside);
-    return how many values were compared."""
+    """Assert two metrics.jsonl files hold the same rows and values (wall-clock times, per-rank memory and a sharded
+    agent's per-rank costs aside); return how many values were compared."""
     assert [(r["step"], r["agent"]) for r in rows_a] == [(r["step"], r["agent"]) for r in rows_b]
     n = 0
     for a, b in zip(rows_a, rows_b):
-        keys = {k for k in a if not is_timing_key(k) and not k.startswith("memory/")}
-        assert keys == {k for k in b if not is_timing_key(k) and not k.startswith("memory/")}
+        keys = {k for k in a if not is_timing_key(k) and not k.startswith(("memory/", "cost/rank"))}
+        assert keys == {k for k in b if not is_timing_key(k) and not k.startswith(("memory/", "cost/rank"))}
         for key in keys:
             assert same(a[key], b[key]), (a["step"], a["agent"], key, a[key], b[key])
             n += 1
@@ -112,6 +112,14 @@ def test_an_agent_sharded_over_two_ranks_on_two_nodes_matches_the_unsharded_run(
     rows = read_metrics(tmp_path / "sharded" / "metrics.jsonl")
     assert compared(read_metrics(unsharded / "metrics.jsonl"), rows) > 50
     assert any(r.get("train/updates") for r in rows if r["agent"] == "opt_char")
+    # the ranks divide the work: each generated, graded and ran forward and backward about half of W = 1's
+    alone = [r for r in read_metrics(unsharded / "metrics.jsonl") if r["agent"] == "opt_char" and r["step"] == STEPS]
+    split = [r for r in rows if r["agent"] == "opt_char" and r["step"] == STEPS]
+    for rank in (0, 1):
+        for cost in ("generated_rollouts", "graded_rollouts"):
+            assert split[0][f"cost/rank{rank}/{cost}"] == alone[0][f"cost/{cost}"] / 2
+        for cost in ("forward_tokens", "backward_tokens"):
+            assert split[0][f"cost/rank{rank}/{cost}"] <= 0.55 * alone[0][f"cost/{cost}"]
     for name in ("opt_char", "gpt2_bpe"):
         mine, reference = final_weights(tmp_path / "sharded", name), final_weights(unsharded, name)
         assert mine.keys() == reference.keys()
