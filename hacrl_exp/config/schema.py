@@ -240,6 +240,10 @@ class RolloutConfig:
     the first call of each shape pays the compilation; eager elsewhere)."""
     vllm: VLLMConfig = field(default_factory=VLLMConfig)
     """Engine settings used when backend=vllm."""
+    tensor_parallel: int = field(default=1, metadata=rng(1, 1 << 16))
+    """backend=vllm: GPUs per vLLM engine of a sharded agent. Its W ranks form W / tensor_parallel data-parallel
+    replicas of tensor_parallel ranks, each generating its contiguous share of the rows; must divide every sharded
+    agent's world_size (an agent at W = 1 runs one engine on its GPU). docs/distributed.md."""
 
 
 @dataclass

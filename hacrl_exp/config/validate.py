@@ -264,6 +264,11 @@ def _check_gpu(config: Config) -> None:
             f"rollout.sampler={config.rollout.sampler} draws from the agent stream of rollout=hf (vLLM samples"
             " itself, sample_stream=row per row); set rollout.sampler=multinomial, or rollout=hf, sample_stream=agent"
         )
+    if config.rollout.tensor_parallel > 1 and config.rollout.backend != "vllm":
+        raise ConfigError(
+            f"rollout.tensor_parallel={config.rollout.tensor_parallel} is for rollout=vllm only (the hf backend "
+            "generates on each rank's gathered weights); set rollout.tensor_parallel=1 or use rollout=vllm"
+        )
     if config.rollout.backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
             'rollout.backend=vllm needs vLLM, which is not installed: pip install -e ".[gpu]" on a CUDA machine, '
@@ -285,6 +290,13 @@ def _check_sharding(config: Config, key: str, agent) -> None:
         raise ConfigError(f"{key}.span_nodes=true is for the ranks of a sharded agent (world_size > 1); drop it")
     if sharded and agent.lora.r > 0:
         raise ConfigError(f"{asked} with {key}.lora.r={agent.lora.r}: sharded LoRA agents are not built; pick one")
+    tensor_parallel = config.rollout.tensor_parallel
+    if config.rollout.backend == "vllm" and agent.world_size > 1 and agent.world_size % tensor_parallel:
+        raise ConfigError(
+            f"{key}.world_size={agent.world_size} is not divisible by rollout.tensor_parallel={tensor_parallel} "
+            f"(W = data-parallel × tensor-parallel); set world_size to a multiple of {tensor_parallel} or "
+            "rollout.tensor_parallel to a divisor of it"
+        )
     if agent.fsdp.offload and config.rollout.backend == "vllm":
         raise ConfigError(
             f"{key}.fsdp.offload=true with rollout=vllm is not built (the engine syncs from GPU-resident shards); "
