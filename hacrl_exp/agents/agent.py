@@ -29,6 +29,7 @@ from hacrl_exp.config.schema import AgentConfig, RolloutConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.rollout.base import RolloutEngine
 from hacrl_exp.rollout.hf import HFRolloutEngine
+from hacrl_exp.rollout.vllm import Layout, VLLMRolloutEngine
 
 __all__ = [
     "DTYPES",
@@ -179,18 +180,16 @@ def make_engine(
     max_batch_size: int,
     seed: int,
     weights: Callable[[], Iterable[tuple[str, torch.Tensor]]] | None = None,
-    tensor_parallel_size: int = 1,
+    layout: Layout | None = None,
 ) -> RolloutEngine:
     """The agent's rollout engine (rollout.backend, default hf) over its training model, stopping at the agent's
     stop ids (agents.stops.stop_token_ids: its EOS, its generation config's, its chat template's end of turn).
 
     vLLM: its weights follow the model through `weights` (default `merged_weights`: LoRA folded in; a sharded agent
-    passes `agents.sharding.full_weights`), reloaded after each step of `optimizer`; `tensor_parallel_size` W > 1
-    makes it one engine per rank of the agent's process group, tensor-parallel over the group (rollout.vllm)."""
+    passes `agents.sharding.full_weights`), reloaded after each step of `optimizer`; `layout` places a sharded
+    agent's rank in its data-parallel × tensor-parallel engines (rollout.vllm.Layout; default W = 1)."""
     stops = stop_token_ids(tokenizer, generation_eos(model), uses_chat_template(cfg, tokenizer))
     if rollout is not None and rollout.backend == "vllm":
-        from hacrl_exp.rollout.vllm import VLLMRolloutEngine
-
         return VLLMRolloutEngine(
             model,
             tokenizer,
@@ -199,7 +198,7 @@ def make_engine(
             seed=seed,
             optimizer=optimizer,
             weights=weights or (lambda: merged_weights(model)),  # the engine does not import agents
-            tensor_parallel_size=tensor_parallel_size,
+            layout=layout or Layout(),
             stop_ids=stops,
         )
     stream = rollout.sample_stream if rollout is not None else "agent"

@@ -13,13 +13,16 @@ come from a callback the agent passes (`weights=`; for a LoRA agent, `hacrl_exp.
 package never imports `agents`. The engine starts from the model's config with dummy weights, so nothing is written to
 or read from disk.
 
-A sharded agent (W ranks, hacrl_exp.agents.sharding) gets one engine per rank, tensor-parallel over the group
-(`tensor_parallel_size=W`): vLLM's external-launcher mode, the SPMD layout verl's hybrid engine uses. Each rank's
-engine joins the agent's process group (already formed; vLLM reuses it and builds its tensor-parallel groups inside
-it), holds its 1/W slice of the weights (`load_weights` takes the full tensors, which the ranks gather one at a time,
-and keeps its slice) and runs the same requests with the same seed and random stream, so every rank gets the same
-outputs. Written against vLLM's documented API; GPU-only and never run (no GPU was lent to the session that wrote
-it; docs/gpu.md).
+A sharded agent (W ranks, hacrl_exp.agents.sharding) is W = data-parallel × tensor-parallel (`Layout`,
+rollout.tensor_parallel = T): every rank builds one engine in vLLM's external-launcher mode over the agent's process
+group (already formed; vLLM reuses it) with tensor_parallel_size=T and data_parallel_size=W/T, the SPMD layout of
+vLLM's torchrun data-parallel example. vLLM groups ranks [d·T, (d+1)·T) into replica d (its RANK // T); each rank
+holds its 1/T slice of the weights (`load_weights` takes the full tensors, which the ranks gather one at a time, and
+keeps its slice). Replica d generates the contiguous rows [d·B/D, (d+1)·B/D) of a call's B rows, one request per row
+(its T ranks send the same requests with the same seed, so they get the same outputs), and the ranks all-gather
+the responses, so every rank holds all B rows in order. Written against vLLM's API and tested on CPU against a
+fake engine; GPU-only to run, and never run (docs/gpu.md). tests/rollout/test_vllm_contract.py checks every vLLM
+name and keyword used here against the installed vLLM's source.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ import copy
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -110,28 +114,90 @@ def rollouts_from_outputs(
             rows.append(list(prompt))
             responses.append(tokens)
             finished.append(done)
-    texts = tokenizer.batch_decode(responses, skip_special_tokens=True)
+    texts = tokenizer.batch_decode(responses, skip_special_tokens=True) if responses else []  # [] would decode to ['']
     return Rollouts(prompt_ids=rows, response_ids=responses, texts=texts, finished=finished)
 
 
-def tensor_parallel_settings(world: int) -> dict[str, Any]:
-    """vllm.LLM keyword arguments for one engine per rank of the current process group, tensor-parallel over its
-    `world` ranks ({} for W = 1). External-launcher mode reads the rank from RANK and the device from LOCAL_RANK (a
-    Ray actor sees its own GPU as its current one); the group itself must be formed first, vLLM reuses it."""
-    if world == 1:
-        return {}
-    dist = torch.distributed
-    if not dist.is_initialized() or dist.get_world_size() != world:
-        raise RuntimeError(f"a tensor-parallel vLLM engine over {world} ranks needs their process group formed first")
-    os.environ["RANK"] = str(dist.get_rank())
-    os.environ["LOCAL_RANK"] = str(torch.cuda.current_device())
-    os.environ["WORLD_SIZE"] = str(world)
-    return {"tensor_parallel_size": world, "distributed_executor_backend": "external_launcher"}
+@dataclass(frozen=True)
+class Layout:
+    """An agent's W ranks as data-parallel replicas of `tensor_parallel` ranks each: W = data_parallel ×
+    tensor_parallel. Replica d is ranks [d·T, (d+1)·T), vLLM's own grouping (external launcher: RANK // T)."""
+
+    world: int = 1
+    tensor_parallel: int = 1
+    rank: int = 0
+
+    def __post_init__(self) -> None:
+        if self.world % self.tensor_parallel or not 0 <= self.rank < self.world:
+            raise ValueError(f"rank {self.rank} of W={self.world} with tensor_parallel={self.tensor_parallel}")
+
+    @classmethod
+    def of(cls, world: int, tensor_parallel: int, rank: int = 0) -> Layout:
+        """The layout of an agent at W = world under rollout.tensor_parallel: an unsharded agent (W = 1) runs one
+        engine on its one GPU whatever tensor_parallel says."""
+        return cls(world, tensor_parallel if world > 1 else 1, rank)
+
+    @property
+    def data_parallel(self) -> int:
+        return self.world // self.tensor_parallel
+
+    @property
+    def replica(self) -> int:
+        return self.rank // self.tensor_parallel
+
+    def rows(self, total: int) -> tuple[int, int]:
+        """[low, high): this rank's replica's contiguous share of `total` rows (earlier replicas get one fewer when
+        D does not divide them; a replica may get none)."""
+        d, replicas = self.replica, self.data_parallel
+        return total * d // replicas, total * (d + 1) // replicas
+
+    def __str__(self) -> str:
+        return f"W={self.world} = {self.data_parallel} data-parallel × {self.tensor_parallel} tensor-parallel"
+
+    def engine_kwargs(self) -> dict[str, Any]:
+        """vllm.LLM keyword arguments for this rank's engine ({} at W = 1). External-launcher mode reads the rank
+        from RANK (its replica is RANK // T) and the device from LOCAL_RANK, which `join_group` sets; the group
+        itself must be formed first, vLLM reuses it."""
+        if self.world == 1:
+            return {}
+        return dict(
+            tensor_parallel_size=self.tensor_parallel,
+            data_parallel_size=self.data_parallel,
+            distributed_executor_backend="external_launcher",
+        )
+
+    def join_group(self, device_index: int) -> None:
+        """Point vLLM's external launcher at this rank of the agent's formed process group (nothing at W = 1)."""
+        if self.world == 1:
+            return
+        dist = torch.distributed
+        if not dist.is_initialized() or dist.get_world_size() != self.world or dist.get_rank() != self.rank:
+            raise RuntimeError(f"a vLLM engine at rank {self.rank} of {self.world} needs that process group formed")
+        os.environ.update(RANK=str(self.rank), LOCAL_RANK=str(device_index), WORLD_SIZE=str(self.world))
+
+    def gather(self, mine: Rollouts, rows: list[list[int]]) -> Rollouts:
+        """Every replica's share, all-gathered over the agent's ranks (a collective; the first rank of each replica
+        speaks for it), in row order: what one engine generating all `rows` returns."""
+        if self.world == 1:
+            return mine
+        parts: list = [None] * self.world
+        torch.distributed.all_gather_object(parts, (mine.response_ids, mine.texts, mine.finished))
+        firsts = [parts[d * self.tensor_parallel] for d in range(self.data_parallel)]
+        responses, texts, finished = ([x for part in firsts for x in part[i]] for i in range(3))
+        return Rollouts(prompt_ids=rows, response_ids=responses, texts=texts, finished=finished)
 
 
-def _engine_model(llm):
-    """The engine's torch model, in-process (VLLM_ENABLE_V1_MULTIPROCESSING=0), as TRL's colocate mode reaches it."""
-    return llm.llm_engine.model_executor.driver_worker.model_runner.model
+def cuda_index(model: torch.nn.Module) -> int:
+    """This process's current GPU, which the agent must be on: vLLM runs in-process there."""
+    device = next(model.parameters()).device
+    if device.type != "cuda":
+        raise ConfigError(f"rollout.backend=vllm needs the agent on a CUDA device, not {device}; {INSTALL}")
+    if device.index not in (None, torch.cuda.current_device()):
+        raise ConfigError(
+            f"rollout.backend=vllm runs on this process's current GPU (cuda:{torch.cuda.current_device()}), but "
+            f"the agent is on {device}; run agents on other GPUs as Ray actors (executor=ray)"
+        )
+    return torch.cuda.current_device()
 
 
 class VLLMRolloutEngine:
@@ -140,6 +206,8 @@ class VLLMRolloutEngine:
     The training model stays the source of truth; `mark_stale()` (hooked to the optimizer's step) makes the next
     `generate` load its weights first, from `weights()`: (Hugging Face name, tensor) pairs, LoRA merged in; default
     the model's state dict (right for a model without adapters). `stop_ids`: as the HF engine's (agents.stops).
+    `layout`: this rank's place in a sharded agent (`Layout`; default W = 1). Every rank of the agent makes every
+    call (sleep, wake, sync and generate are collectives then).
     """
 
     def __init__(
@@ -152,25 +220,18 @@ class VLLMRolloutEngine:
         seed: int = 0,
         optimizer: torch.optim.Optimizer | None = None,
         weights: Callable[[], Iterable[tuple[str, torch.Tensor]]] | None = None,
-        tensor_parallel_size: int = 1,
+        layout: Layout = Layout(),
         stop_ids: Sequence[int] = (),
     ):
         vllm = require_vllm()
-        device = next(model.parameters()).device
-        if device.type != "cuda":
-            raise ConfigError(f"rollout.backend=vllm needs the agent on a CUDA device, not {device}; {INSTALL}")
-        if device.index not in (None, torch.cuda.current_device()):
-            raise ConfigError(
-                f"rollout.backend=vllm runs on this process's current GPU (cuda:{torch.cuda.current_device()}), but "
-                f"the agent is on {device}; run agents on other GPUs as Ray actors (executor=ray)"
-            )
-        self.model, self.tokenizer, self.settings = model, tokenizer, settings
+        device_index = cuda_index(model)
+        self.model, self.tokenizer, self.settings, self.layout = model, tokenizer, settings, layout
         self._weights = weights or (lambda: model.state_dict().items())
         self.pad_id, self.stop_ids = pad_and_stop_ids(tokenizer, stop_ids)
         self._vllm = vllm
         os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")  # in-process: weights load without copies
         os.environ.setdefault("VLLM_HOST_IP", "127.0.0.1")  # its torch.distributed rendezvous stays local
-        parallel = tensor_parallel_settings(tensor_parallel_size)
+        layout.join_group(device_index)
         self._config_dir = tempfile.TemporaryDirectory(prefix="hacrl_vllm_")
         base = model.get_base_model() if hasattr(model, "get_base_model") else model
         config = copy.deepcopy(base.config)
@@ -187,7 +248,7 @@ class VLLMRolloutEngine:
             enable_sleep_mode=settings.sleep_level > 0,
             enforce_eager=settings.enforce_eager,
             max_model_len=settings.max_model_len,
-            **parallel,
+            **layout.engine_kwargs(),
         )
         self.stale = True  # dummy weights until the first sync
         self._sleeping: set[str] = set()
@@ -207,24 +268,31 @@ class VLLMRolloutEngine:
         self.stale = True
 
     def sync_weights(self, weights: Iterable[tuple[str, torch.Tensor]] | None = None) -> None:
-        """Load the training model's weights (Hugging Face names, LoRA merged) into the engine."""
+        """Load the training model's weights (Hugging Face names, LoRA merged) into the engine: the engine's own
+        model (in-process, `LLM.apply_model`) takes the full tensors and keeps its tensor-parallel slice."""
         self._wake("weights")
-        _engine_model(self.llm).load_weights(weights if weights is not None else self._weights())
+        weights = weights if weights is not None else self._weights()
+        self.llm.apply_model(lambda engine_model: engine_model.load_weights(weights))
         self.llm.reset_prefix_cache()
         self.stale = False
 
     @torch.no_grad()
     def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
-        """n samples per prompt; rows are grouped by prompt (row r belongs to prompt r // n)."""
+        """n samples per prompt; rows are grouped by prompt (row r belongs to prompt r // n). One request per row;
+        this rank's replica generates its share of the rows (`Layout.rows`), and every rank returns all of them."""
         if self.stale:
             self.sync_weights()
         self._wake("weights")
         self._wake("kv_cache")
-        params = self._vllm.SamplingParams(**sampling_kwargs(sampling, n, self.stop_ids))
-        outputs = self.llm.generate(tokens_prompts(prompt_ids), sampling_params=params, use_tqdm=False)
+        rows = [list(p) for p in prompt_ids for _ in range(n)]
+        low, high = self.layout.rows(len(rows))
+        params = self._vllm.SamplingParams(**sampling_kwargs(sampling, 1, self.stop_ids))
+        # a replica with no rows still calls generate: vLLM's data-parallel replicas step together
+        outputs = self.llm.generate(tokens_prompts(rows[low:high]), sampling_params=params, use_tqdm=False)
         level = self.settings.sleep_level
         if level:
             self.llm.sleep(level=level)
             self._sleeping = {"weights", "kv_cache"}
             self.stale = self.stale or level == 2  # level 2 discarded the weights
-        return rollouts_from_outputs(outputs, prompt_ids, n, self.stop_ids, self.pad_id, self.tokenizer)
+        mine = rollouts_from_outputs(outputs, rows[low:high], 1, self.stop_ids, self.pad_id, self.tokenizer)
+        return self.layout.gather(mine, rows)

@@ -38,6 +38,7 @@ from hacrl_exp.agents.factory import agent_seed, make_agent
 from hacrl_exp.agents.ranks import ONE_RANK, RankGroup, gather, rank_rows
 from hacrl_exp.config.schema import Config
 from hacrl_exp.rollout.base import SamplingSettings, compute_device
+from hacrl_exp.rollout.vllm import Layout
 from hacrl_exp.tasks import build_task
 from hacrl_exp.tasks.base import Problem, Task
 from hacrl_exp.trainer import step
@@ -71,7 +72,8 @@ class AgentWorker:
         generates every row (one stream for the batch: splitting the rows would change the samples). Scoring the
         rollouts (old and reference log-probs) splits its chunks over the ranks either way (`rank_sliced_logprobs`:
         each chunk is W = 1's, so the log-probs are too); rank 0's results are returned. A vLLM agent generates in
-        its tensor-parallel engine and scores every row on every rank, unit by unit.
+        its engines (W / T data-parallel replicas of T tensor-parallel ranks, each replica its share of the rows,
+        all-gathered: rollout.vllm.Layout) and scores every row on every rank, unit by unit.
       - reward: rank r grades its `rank_rows` of the rollouts (the rows it generated when generation is split) and
         the ranks gather the rewards (`step.collect_rollouts`).
       - learn: rank r trains on its share of each mini-batch's rows, split by tokens (`step.update`: W·loss_r, so
@@ -153,13 +155,15 @@ class AgentWorker:
         init_rank_group(rank, world, port, self.device, self.listening, host, address)
         member, rollout, agent = self.config.agents.members[self.agent.name], self.config.rollout, self.agent
         shard_agent(agent, member, member.fsdp.offload)
-        if rollout.backend == "vllm":  # one engine per rank, tensor-parallel over the group (rollout.vllm)
+        if rollout.backend == "vllm":  # one engine per rank: W / T data-parallel replicas of T ranks (rollout.vllm)
             weights = partial(full_weights, agent.model)
             seed = agent_seed(self.config, self.index)
+            layout = Layout.of(self.rank_group.world, rollout.tensor_parallel, self.rank_group.rank)
             agent.engine = make_engine(
                 member, agent.model, agent.tokenizer, agent.optimizer, rollout, rollout.max_batch_size, seed,
-                weights=weights, tensor_parallel_size=self.rank_group.world,
+                weights=weights, layout=layout,
             )  # fmt: skip
+            self.generating_ranks = RankGroup(layout.replica, layout.data_parallel)  # its replica's rows (Layout.rows)
             return  # its scoring forwards are collectives (no `gathered`): every rank scores every row
         if rollout.sample_stream == "row":
             agent.engine = RankSlicedEngine(agent.engine)
