@@ -3,8 +3,10 @@
     python -m hacrl_exp.plan experiment=paper_qwen3_4b_8b cluster.gpus=8 cluster.gpu_memory_gb=80
 
 The overrides compose exactly as for `python -m hacrl_exp.run`; nothing loads but each model's config.json (a
-local file or the planner's built-in table). Prints a table per agent and the placement (agents.memory_plan),
-exit code 0 when it fits; otherwise one line with the reason and the smallest changes that would fit, exit code 2.
+local file or the planner's built-in table). Prints a table per agent, the placement (agents.memory_plan) and each
+agent's layout, `qwen3_8b: W=4 = 2 data-parallel × 2 tensor-parallel` (rollout.tensor_parallel: GPUs per vLLM
+engine; rollout.vllm.Layout), exit code 0 when it fits; otherwise one line with the reason and the smallest changes
+that would fit, exit code 2.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from hacrl_exp.agents.memory_plan import GIB, AgentMemory, Plan, plan
 from hacrl_exp.algo import ALGORITHMS
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.rollout.vllm import Layout
 from hacrl_exp.trainer.validate import preflight
 
 
@@ -93,6 +96,11 @@ def placement_table(result: Plan) -> Table:
     return table
 
 
+def layout_lines(result: Plan, tensor_parallel: int) -> list[str]:
+    """One line per placed agent: its W as data-parallel × tensor-parallel ranks."""
+    return [f"{p.name}: {Layout.of(p.world, tensor_parallel)}" for p in result.placements]
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line `argv` (default sys.argv[1:]); 0 when the plan fits, else one line and exit 2 (SystemExit)."""
     argv = sys.argv[1:] if argv is None else argv
@@ -106,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         if not result.fits:
             raise ConfigError(result.line())
         console.print(placement_table(result))
+        for line in layout_lines(result, config.rollout.tensor_parallel):
+            console.print(line, highlight=False)
         console.print(result.line())
     return 0
 

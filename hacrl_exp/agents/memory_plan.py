@@ -22,7 +22,8 @@ Per agent, in bytes (P parameters, T trainable, d the weights' dtype (model.dtyp
     larger, on top of the resident state (gradients stay allocated between updates), and an agent whose weights
     are float32 under autocast generates from a bf16 copy (P·2) on CUDA.
   vLLM: weights P·b(p) and a KV cache of 2·L·kv_heads·head_dim·2 bytes per token within
-    rollout.vllm.gpu_memory_utilization of each GPU, tensor-parallel over the agent's W GPUs.
+    rollout.vllm.gpu_memory_utilization of each GPU; the weights are split over the T = rollout.tensor_parallel GPUs
+    of each of a sharded agent's W / T data-parallel replicas (T = 1 at W = 1), so each GPU holds P·b(p)/T.
 The peaks are of allocated bytes (torch.cuda.max_memory_allocated); the placement keeps ALLOCATOR_SLACK of each on
 top for the caching allocator's rounding and fragmentation. Which predictions were checked against measurements,
 and which were not: docs/gpu.md.
@@ -70,6 +71,8 @@ class Workload:
     """rollout.sample_stream=row: a sharded agent's ranks split the rows (agents.sharding.RankSlicedEngine)."""
     response_len: int = 0
     """Response tokens per row (what the chunked log-prob path projects); 0: all of seq_len."""
+    tensor_parallel: int = 1
+    """rollout.tensor_parallel: GPUs per vLLM engine of a sharded agent (W = 1 runs one engine on its GPU)."""
 
 
 def workload(config: Config, agent: AgentConfig, shape: ModelShape, rollout_multiplier: int = 1) -> Workload:
@@ -91,6 +94,7 @@ def workload(config: Config, agent: AgentConfig, shape: ModelShape, rollout_mult
         vllm_sleeps=r.vllm.sleep_level > 0,
         split_rows=r.sample_stream == "row",
         response_len=r.max_new_tokens,
+        tensor_parallel=r.tensor_parallel,
     )
 
 
@@ -166,9 +170,13 @@ class AgentMemory:
     def vllm_budget(self, gpu_bytes: int) -> int:
         return int(self.work.vllm_fraction * gpu_bytes) if self.work.vllm else 0
 
+    def tensor_parallel(self, world: int) -> int:
+        """GPUs per vLLM engine at W = world: rollout.tensor_parallel for a sharded agent, 1 at W = 1."""
+        return self.work.tensor_parallel if world > 1 else 1
+
     def kv_cache(self, world: int, gpu_bytes: int) -> int:
         """vLLM's KV cache per GPU: its share of the GPU minus its weight shard (0 when the weights do not fit)."""
-        return max(0, self.vllm_budget(gpu_bytes) - self.vllm_weights // world)
+        return max(0, self.vllm_budget(gpu_bytes) - self.vllm_weights // self.tensor_parallel(world))
 
     def peaks(self, world: int, offload: bool, gpu_bytes: int, sharded: bool | None = None) -> tuple[int, int]:
         """(update, rollout) peak bytes of one of the agent's W GPUs. sharded: FSDP2 (default: W > 1 or offload;
@@ -196,12 +204,16 @@ class AgentMemory:
         return update, resting + copy + full + max(kv, self.scoring)
 
     def vllm_problem(self, world: int, gpu_bytes: int) -> str | None:
-        """Why vLLM cannot run on W GPUs (tensor parallelism, its share too small), or None."""
+        """Why vLLM cannot run on W GPUs (W not data-parallel × tensor-parallel, heads not split, its share too
+        small), or None."""
         if not self.work.vllm:
             return None
-        if self.shape.heads % world:
-            return f"vLLM's tensor parallelism needs W to divide {self.shape.heads} heads"
-        if self.kv_cache(world, gpu_bytes) < self.work.seq_len * self.kv_per_token // world:
+        tp = self.tensor_parallel(world)
+        if world % tp:
+            return f"W={world} is not a multiple of rollout.tensor_parallel={tp}"
+        if self.shape.heads % tp:
+            return f"vLLM's tensor parallelism needs rollout.tensor_parallel={tp} to divide {self.shape.heads} heads"
+        if self.kv_cache(world, gpu_bytes) < self.work.seq_len * self.kv_per_token // tp:
             return "rollout.vllm.gpu_memory_utilization leaves no room for one sequence's KV cache"
         return None
 

@@ -21,6 +21,7 @@ from hacrl_exp.agents.memory_plan import (
 from hacrl_exp.agents.model_shapes import agent_shape, shape_from_hf_config
 from hacrl_exp.config.schema import AgentConfig, ModelConfig
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.plan import layout_lines
 from hacrl_exp.plan import main as plan_main
 from hacrl_exp.tasks import build_task
 from hacrl_exp.trainer.validate import preflight
@@ -193,3 +194,37 @@ def test_planner_predicts_the_measured_update_peak_on_cpu(index):
 
     result = measure(CASES[index])
     assert 0.85 <= result["ratio"] <= 1.15, result
+
+
+def vllm_config(*overrides: str, tensor_parallel: int = 1):
+    """A preset with rollout=vllm (set after composing: vLLM need not be installed to plan for it)."""
+    config = preflight(["experiment=paper_qwen3_4b_8b", *overrides])
+    config.rollout.backend, config.rollout.tensor_parallel = "vllm", tensor_parallel
+    return config
+
+
+def test_vllm_weights_split_over_tensor_parallel_ranks_not_the_whole_agent():
+    """W = data-parallel × tensor-parallel: each GPU holds 1/T of vLLM's weights (T = 1 at W = 1), and W must be a
+    multiple of T."""
+    gpu = 80 * GIB
+    pure, split = ({m.name: m for m in estimate(vllm_config(tensor_parallel=t))}["qwen3_8b"] for t in (1, 2))
+    budget = pure.vllm_budget(gpu)
+    assert pure.kv_cache(4, gpu) == budget - pure.vllm_weights  # 4 replicas, each the whole model
+    assert split.kv_cache(4, gpu) == budget - pure.vllm_weights // 2  # 2 replicas of 2 ranks
+    assert split.kv_cache(1, gpu) == pure.kv_cache(1, gpu)  # W = 1: one engine, whatever T says
+    assert split.vllm_problem(3, gpu) == "W=3 is not a multiple of rollout.tensor_parallel=2"
+    assert split.vllm_problem(4, gpu) is None and split.vllm_problem(1, gpu) is None
+
+
+def test_the_plan_prints_each_agents_data_parallel_by_tensor_parallel_layout(capsys):
+    result = plan(vllm_config(tensor_parallel=2), 8, 80)
+    assert layout_lines(result, 2) == [
+        "qwen3_4b: W=2 = 1 data-parallel × 2 tensor-parallel",
+        "qwen3_8b: W=4 = 2 data-parallel × 2 tensor-parallel",
+    ]
+    plan_main(["experiment=paper_qwen3_4b_8b", "cluster.gpus=8", "cluster.gpu_memory_gb=80"])
+    out = capsys.readouterr().out
+    assert "qwen3_4b: W=2 = 2 data-parallel × 1 tensor-parallel\n" in out  # rollout=hf: T = 1
+    assert "qwen3_8b: W=5 = 5 data-parallel × 1 tensor-parallel\n" in out
+    one = plan(vllm_config("agents.members.qwen3_4b.lora.r=8", tensor_parallel=2), 8, 80)
+    assert "qwen3_4b: W=1 = 1 data-parallel × 1 tensor-parallel" in layout_lines(one, 2)  # an unsharded agent
