@@ -123,6 +123,7 @@ SLOW = (
     "tests/rollout/test_inverse_cdf.py::test_generate_draws_from_the_torch_stream_in_use",
     "tests/rollout/test_inverse_cdf.py::test_greedy_decoding_is_the_same_under_either_sampler",
     "tests/rollout/test_stops.py::test_the_hf_engine_stops_at_every_stop_id_and_cuts_there",
+    "tests/rollout/test_vllm_layout.py::test_replicas_generate_their_share_and_every_rank_gets_every_row_in_order",
     "tests/sweep/test_alpha_sweep.py",
     "tests/sweep/test_best_alpha.py",
     "tests/sweep/test_settings.py::test_bad_sampler_on_the_command_line_is_one_line_exit_2",
