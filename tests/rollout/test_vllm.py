@@ -5,8 +5,11 @@ The mapping is tested on stand-in output objects everywhere, and against vLLM's 
 the engine itself needs vLLM and a CUDA GPU, and those tests skip with the reason otherwise.
 """
 
+import functools
 import importlib.util
 import random
+import subprocess
+import sys
 from dataclasses import dataclass, field
 
 import pytest
@@ -27,14 +30,27 @@ NEEDS_VLLM = "vLLM is not installed (the optional .[gpu] extra, CUDA only)"
 NEEDS_GPU = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU; none is visible")
 
 
+@functools.cache
+def vllm_import_error() -> str | None:
+    """Why vllm's classes do not import here, or None. Tried in a subprocess: importing vllm sets environment variables
+    and patches torch, which the other tests of this process must not see."""
+    if not HAS_VLLM:
+        return NEEDS_VLLM
+    code = "from vllm import LLM, SamplingParams"  # vllm exports them lazily: this imports its dependencies
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    if done.returncode == 0:
+        return None
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return f"vLLM is installed but does not import ({last}): its classes need the .[gpu] extra on CUDA"
+
+
 def importable_vllm():
     """vllm with its classes, or a skip naming why: not installed, or installed without its dependencies."""
-    vllm = pytest.importorskip("vllm", reason=NEEDS_VLLM)
-    try:
-        from vllm import LLM, SamplingParams  # noqa: F401  (vllm exports them lazily: this imports its dependencies)
-    except Exception as exc:  # ImportError, or a CUDA build failing on a CPU machine
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        pytest.skip(f"vLLM is installed but does not import ({first}): its classes need the .[gpu] extra on CUDA")
+    reason = vllm_import_error()
+    if reason:
+        pytest.skip(reason)
+    import vllm
+
     return vllm
 
 
