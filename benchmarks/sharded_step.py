@@ -1,22 +1,22 @@
-"""A sharded step vs an unsharded one on the same tiny agent: seconds per step, their ratio, the communication share.
+"""A sharded agent's step at W = 1, 2 and 4 ranks: seconds per step, each rank's work, the communication share.
 
-    python -m benchmarks.sharded_step [--steps 4] [--out benchmarks/results/sharded_step.json] [--set KEY=VALUE ...]
+    python -m benchmarks.sharded_step [--steps 4] [--worlds 1,2,4] [--out benchmarks/results/sharded_step.json]
+                                      [--set KEY=VALUE ...] [--smoke]
 
-The agent is agents=solo's opt_char (OPT, hidden 96, 3 layers, char tokenizer; no warm start, so every response
-runs to rollout.max_new_tokens and each step does the same work), trained with algorithm=gspo on 8 prompts × G 8 and
-algorithm.kl_coef=0.001 (every reward is 0 untrained, so only the KL term gives rows to train, with a reference).
-Five ways, one after another, each timing phases 1–3 (rollout; of it, generation) and 5–7 (learn) per step, the first
-step dropped:
-  W = 1: one unsharded AgentWorker in this process: 1 and 2 torch threads, and 1 thread with rollout.sample_stream=row
-         (each row its own generator: the cost of drawing per row, hacrl_exp.rollout.hf.RowSampler);
-  W = 2: two AgentWorker ranks (FSDP2 over gloo, hacrl_exp.agents.sharding), one process and 1 thread each, with the
-         default agent stream (every rank generates every row) and with the row stream (each rank generates half
-         the rows, hacrl_exp.agents.sharding.RankSlicedEngine).
-Communication: for one extra step, torch.profiler on rank 0 records the gloo collectives (FSDP2's all-gathers and
-reduce-scatters, the gradient-norm all-reduce, the rollouts' all-gather) and the share of the step's wall time spent
-inside them. Learning runs the whole batch on every rank (hacrl_exp.trainer.worker.AgentWorker), so W = 2 repeats
-that compute on two cores: the learn ratio shows the cost of sharding's communication and redundancy, not a
-speed-up. Scoring splits its chunks over the ranks in both W = 2 modes; generation splits with the row stream.
+The agent is agents=solo's opt_char, widened so that compute dominates a step (OPT, hidden 256, 4 layers, 4 heads,
+char tokenizer; no warm start, so every response runs to rollout.max_new_tokens and each step does the same work),
+trained with algorithm=gspo on 8 prompts × G 8 and algorithm.kl_coef=0.001 (every reward is 0 untrained, so only the
+KL term gives rows to train, with a reference). Each W runs in its own spawned processes, one per rank and one torch
+thread each (W = 1 too, so the three are alike), one after another; per step, the first dropped: the seconds of
+phases 1–3 (rollout; of it, generation) and 5–7 (learn), and each rank's work from its cost meter (rows generated and
+graded, tokens through forward and backward; `AgentWorker.take_costs`). The ranks divide generation (the counter
+sampler's rows, `agents.sharding.RankSlicedEngine`), grading, scoring (`rank_sliced_logprobs`) and learning (each a
+token share of every mini-batch, `trainer.step.update`), so each rank's work is about 1/W of W = 1's; the step time
+shrinks only where the machine has a core per rank (W = 4 on 2 cores shares them).
+Communication: for one extra step, torch.profiler on rank 0 of W = 2 records the gloo collectives (FSDP2's
+all-gathers and reduce-scatters, the gradient-norm all-reduce, the gathered rollouts, rewards and update terms) and
+the share of the step's wall time spent inside them (a record lasts until the peer arrives: waiting counts too).
+--smoke: W = 1 at the default agent size, 2 steps (benchmarks.smoke; the sharded paths are tests/trainer's).
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ OVERRIDES = [
     "agents=solo",
     "algorithm=gspo",
     "agents.members.opt_char.warm_start.steps=0",
+    "agents.members.opt_char.model.hidden_size=256",
+    "agents.members.opt_char.model.num_layers=4",
+    "agents.members.opt_char.model.num_heads=4",
     "algorithm.kl_coef=0.001",  # untrained, every reward is 0: KL makes every own row train (a sharded reference too)
     "trainer.prompts_per_step=8",
     "trainer.group_size=8",
@@ -47,12 +50,18 @@ OVERRIDES = [
 COLLECTIVES = ("all_gather", "allgather", "reduce_scatter", "all_reduce", "allreduce", "broadcast")
 
 
+WORK = ("generated_rollouts", "graded_rollouts", "forward_tokens", "backward_tokens")
+"""Each rank's work per step, from its cost meter (trainer/costs.py)."""
+
+
 def run_steps(worker, steps: int, profile: bool) -> dict:
-    """Seconds of rollout (and its generation phase) and learn per step (first dropped), and on request one profiled
-    step's collective share."""
+    """Seconds of rollout (and its generation phase) and learn per step, and this rank's work per step (the first
+    step dropped); on request one more, profiled step's collective share."""
     t = worker.config.trainer
     rollout, generate, learn = [], [], []
     for step in range(1, steps + 1):
+        if step == 2:
+            worker.take_costs()  # the first step's work dropped with its times
         started = time.perf_counter()
         _, phases = worker.rollout(worker.task.train_problems(step, t.prompts_per_step), t.group_size)
         rolled = time.perf_counter()
@@ -60,11 +69,15 @@ def run_steps(worker, steps: int, profile: bool) -> dict:
         rollout.append(rolled - started)
         generate.append(phases["generate"])
         learn.append(time.perf_counter() - rolled)
+    costs = worker.take_costs()
+    rank = worker.ranks.rank
+    mine = {key: costs.get(f"rank{rank}/{key}", costs[key]) / (steps - 1) for key in WORK}
     out = {
         "rollout_s": median(rollout[1:]),
         "generate_s": median(generate[1:]),
         "learn_s": median(learn[1:]),
         "step_s": median(rollout[1:]) + median(learn[1:]),
+        "work": mine,
     }
     if profile:
         from torch.profiler import ProfilerActivity
@@ -88,90 +101,85 @@ def run_steps(worker, steps: int, profile: bool) -> dict:
     return out
 
 
-def _rank(rank: int, world: int, ports, steps: int, result: str, extra: list[str]) -> None:
+def _rank(rank: int, world: int, ports, steps: int, folder: str, extra: list[str]) -> None:
     from hacrl_exp.agents.ranks import RankGroup
     from hacrl_exp.trainer.params import learner_params
     from hacrl_exp.trainer.validate import preflight
     from hacrl_exp.trainer.worker import AgentWorker
 
-    config = preflight([*OVERRIDES, *extra, "executor=ray", f"agents.members.opt_char.world_size={world}"])
-    worker = AgentWorker(config, 0, learner_params(config).get(0), 1, None, RankGroup(rank, world))
-    if rank == 0:  # rank 0's rendezvous port, to the others (what the Ray executor does through store_port)
-        for _ in range(world - 1):
-            ports.put(worker.store_port())
-    worker.join(worker.store_port() if rank == 0 else ports.get())
-    out = run_steps(worker, steps, profile=True)
+    sharded = ["executor=ray", f"agents.members.opt_char.world_size={world}"] if world > 1 else []
+    config = preflight([*OVERRIDES, *extra, *sharded])
+    group = RankGroup(rank, world) if world > 1 else None
+    worker = AgentWorker(config, 0, learner_params(config).get(0), 1, None, group)
+    if world > 1:  # rank 0's rendezvous, to the others (what the Ray executor does through store_port)
+        if rank == 0:
+            host = "127.0.0.1"
+            port = worker.store_port(host)
+            for _ in range(world - 1):
+                ports.put((host, port))
+        else:
+            host, port = ports.get()
+        worker.join(port, host)
+    out = run_steps(worker, steps, profile=world == 2)  # every rank runs the profiled step (collectives)
     worker.close()
-    if rank == 0:
-        Path(result).write_text(json.dumps(out))
+    (Path(folder) / f"rank{rank}.json").write_text(json.dumps(out))
 
 
-def sharded(steps: int, world: int = 2, extra: tuple[str, ...] = ()) -> dict:
-    """W ranks, one spawned process and 1 thread each; rank 0's timings."""
+def ranks(steps: int, world: int, extra: tuple[str, ...] = ()) -> list[dict]:
+    """W ranks, one spawned process and 1 torch thread each; every rank's timings and work."""
     with tempfile.TemporaryDirectory() as tmp:
-        result = str(Path(tmp) / "rank0.json")
         ctx = mp.get_context("spawn")
         ports = ctx.Queue()
-        procs = [ctx.Process(target=_rank, args=(r, world, ports, steps, result, list(extra))) for r in range(world)]
+        procs = [ctx.Process(target=_rank, args=(r, world, ports, steps, tmp, list(extra))) for r in range(world)]
         for p in procs:
             p.start()
         for p in procs:
             p.join()
-        return json.loads(Path(result).read_text())
+        return [json.loads((Path(tmp) / f"rank{r}.json").read_text()) for r in range(world)]
 
 
-def unsharded(steps: int, threads: int = 2, extra: tuple[str, ...] = ()) -> dict:
-    from hacrl_exp.trainer.params import learner_params
-    from hacrl_exp.trainer.validate import preflight
-    from hacrl_exp.trainer.worker import AgentWorker
-
-    config = preflight([*OVERRIDES, *extra])
-    worker = AgentWorker(config, 0, learner_params(config).get(0), threads)
-    return run_steps(worker, steps, profile=False)
-
-
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=4)
+    parser.add_argument("--worlds", default="1,2,4", help="comma-separated rank counts (default 1,2,4)")
     parser.add_argument("--out", default="benchmarks/results/sharded_step.json")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="one more config override")
-    parser.add_argument("--smoke", action="store_true", help="W = 1 with 1 thread only (no spawned ranks; seconds)")
-    args = parser.parse_args()
+    parser.add_argument("--smoke", action="store_true", help="W = 1, the default agent size (seconds)")
+    args = parser.parse_args(argv)
     info = machine()
-    row = ("rollout.sample_stream=row",)
-    modes = {  # label: (W, threads per rank, extra overrides)
-        "W1_1thread": ("W=1, 1 thread", 1, 1, ()),
-        "W1": ("W=1, 2 threads", 1, 2, ()),
-        "W1_row": ("W=1, 1 thread, row stream", 1, 1, row),
-        "W2": ("W=2 gloo, 1 thread/rank", 2, 1, ()),
-        "W2_row": ("W=2 gloo, 1 thread/rank, row stream", 2, 1, row),
-    }
-    if args.smoke:  # benchmarks.smoke; the sharded modes' machinery is tests/trainer/test_fsdp.py's
-        modes = {"W1_1thread": modes["W1_1thread"]}
-    results = {
-        key: unsharded(args.steps, threads, (*args.set, *extra))
-        if world == 1
-        else sharded(args.steps, world, (*args.set, *extra))
-        for key, (_, world, threads, extra) in modes.items()
-    }
-    base = results["W1_1thread"]
-    rows = [
-        [label, *(f"{results[key][k]:.2f}" for k in ("generate_s", "rollout_s", "learn_s", "step_s")),
-         f"{results[key]['generate_s'] / base['generate_s']:.2f}", f"{results[key]['step_s'] / base['step_s']:.2f}",
-         f"{100 * results[key]['collective_share']:.0f}%" if "collective_share" in results[key] else "-"]
-        for key, (label, *_) in modes.items()
-    ]  # fmt: skip
-    headers = ["mode", "generate s", "rollout s", "learn s", "s/step", "generate × W=1/1t", "step × W=1/1t",
-               "in collectives"]  # fmt: skip
-    print_table(headers, rows, "sharded step")
-    for key in [k for k in ("W2", "W2_row") if k in results]:
-        print(
-            f"{key} collectives (s, one profiled step, rank 0):",
-            {k: round(v, 3) for k, v in results[key]["collectives"].items()},
-        )
-        print(f"{key} collective calls (same step):", results[key]["collective_calls"])
-    payload = {"machine": info, "end_load_average": machine()["load_average"], "overrides": args.set}
-    write_json(args.out, payload | results)
+    worlds = [int(w) for w in args.worlds.split(",")]
+    extra = tuple(args.set)
+    if args.smoke:  # benchmarks.smoke: the machinery, at the default size and W = 1
+        worlds, extra = [1], (*extra, *SMOKE)
+    results = {world: ranks(args.steps, world, extra) for world in worlds}
+    base = results[worlds[0]][0]
+    rows = []
+    for world, per_rank in results.items():
+        slowest = max(per_rank, key=lambda r: r["step_s"])
+        most = {key: max(r["work"][key] for r in per_rank) for key in WORK}
+        rows.append([
+            f"W={world}", f"{slowest['step_s']:.2f}", f"{slowest['step_s'] / base['step_s']:.2f}",
+            f"{slowest['generate_s']:.2f}", f"{slowest['learn_s']:.2f}",
+            *(f"{most[key]:.0f} ({most[key] / base['work'][key]:.2f})" for key in WORK),
+            f"{100 * per_rank[0]['collective_share']:.0f}%" if "collective_share" in per_rank[0] else "-",
+        ])  # fmt: skip
+    headers = ["ranks", "s/step", f"× W={worlds[0]}", "generate s", "learn s", "rows generated", "rows graded",
+               "forward tokens", "backward tokens", "in collectives"]  # fmt: skip
+    print_table(headers, rows, "sharded step: the slowest rank's seconds, the busiest rank's work per step (× W=1)")
+    for world, per_rank in results.items():
+        if "collectives" in per_rank[0]:
+            print(f"W={world} collectives (s, one profiled step, rank 0):",
+                  {k: round(v, 3) for k, v in per_rank[0]["collectives"].items()})  # fmt: skip
+            print(f"W={world} collective calls (same step):", per_rank[0]["collective_calls"])
+    payload = {"machine": info, "end_load_average": machine()["load_average"], "overrides": list(extra)}
+    write_json(args.out, payload | {f"W{world}": per_rank for world, per_rank in results.items()})
+
+
+SMOKE = (
+    "agents.members.opt_char.model.hidden_size=96",
+    "agents.members.opt_char.model.num_layers=3",
+    "agents.members.opt_char.model.num_heads=4",
+)
 
 
 if __name__ == "__main__":

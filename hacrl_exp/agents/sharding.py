@@ -223,12 +223,13 @@ def rank_sliced_logprobs(
     batch_size: int,
     temperature: float = 1.0,
 ) -> list[torch.Tensor]:
-    """`agents.logprobs.batched_response_logprobs` data-parallel over the ranks: of its C chunks of batch_size rows,
-    rank r scores the contiguous chunks [r·C/W, (r+1)·C/W), then the ranks all-gather the per-row log-probs. Every
-    chunk holds the rows W = 1 puts in it, padded alike, so the result is W = 1's bit for bit. Call it inside
-    `gathered` (a forward there is no collective)."""
+    """`agents.logprobs.batched_response_logprobs` data-parallel over the ranks: rank r scores its contiguous rows
+    [r·B/W, (r+1)·B/W) of the B rows (`agents.ranks.rank_rows`) in chunks of batch_size, then the ranks all-gather the
+    per-row log-probs. A row's chunk holds other rows than W = 1 gives it, padded to another width, so its log-probs
+    equal W = 1's to float32 rounding (dividing by whole W = 1 chunks would be exact, but leaves ranks idle whenever
+    B < W·batch_size). Call it inside `gathered` (a forward there is no collective)."""
     ranks = RankGroup(dist.get_rank(), dist.get_world_size())
-    rows = rank_rows(len(prompt_ids), ranks, unit=batch_size)
+    rows = rank_rows(len(prompt_ids), ranks)
     low, high = rows.start, rows.stop
     mine = batched_response_logprobs(
         model, prompt_ids[low:high], response_ids[low:high], pad_id, batch_size, temperature

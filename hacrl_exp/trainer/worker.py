@@ -70,8 +70,8 @@ class AgentWorker:
         rollout.sample_stream=row the ranks split the rows and all-gather the responses (`RankSlicedEngine`): each
         row draws from its own stream, so the split draws what W = 1 draws. With the default agent stream every rank
         generates every row (one stream for the batch: splitting the rows would change the samples). Scoring the
-        rollouts (old and reference log-probs) splits its chunks over the ranks either way (`rank_sliced_logprobs`:
-        each chunk is W = 1's, so the log-probs are too); rank 0's results are returned. A vLLM agent generates in
+        rollouts (old and reference log-probs) splits its rows over the ranks either way (`rank_sliced_logprobs`:
+        W = 1's log-probs to float32 rounding); rank 0's results are returned. A vLLM agent generates in
         its engines (W / T data-parallel replicas of T tensor-parallel ranks, each replica its share of the rows,
         all-gathered: rollout.vllm.Layout) and scores every row on every rank, unit by unit.
       - reward: rank r grades its `rank_rows` of the rollouts (the rows it generated when generation is split) and
@@ -185,7 +185,7 @@ class AgentWorker:
         rows = len(own.response_ids)
         self.cost.generated([own.response_ids[r] for r in rank_rows(rows, self.generating_ranks)])
         self.cost.graded(len(rank_rows(rows, self.ranks)))
-        scored = rank_rows(rows, self.scoring_ranks, score_batch)
+        scored = rank_rows(rows, self.scoring_ranks)
         self.cost.scored(own.prompt_ids[scored.start : scored.stop], own.response_ids[scored.start : scored.stop],
                          models=1 + (self.agent.reference is not None))  # fmt: skip
         return own.shared(), times
