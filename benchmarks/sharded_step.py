@@ -5,18 +5,17 @@
 The agent is agents=solo's opt_char (OPT, hidden 96, 3 layers, char tokenizer; no warm start, so every response
 runs to rollout.max_new_tokens and each step does the same work), trained with algorithm=gspo on 8 prompts × G 8 and
 algorithm.kl_coef=0.001 (every reward is 0 untrained, so only the KL term gives rows to train, with a reference).
-Five ways, one after another, each timing phases 1–3 (rollout; of it, generation) and 5–7 (learn) per step, the first
+Four ways, one after another, each timing phases 1–3 (rollout; of it, generation) and 5–7 (learn) per step, the first
 step dropped:
-  W = 1: one unsharded AgentWorker in this process: 1 and 2 torch threads, and 1 thread with rollout.sample_stream=row
-         (each row its own generator: the cost of drawing per row, hacrl_exp.rollout.hf.RowSampler);
-  W = 2: two AgentWorker ranks (FSDP2 over gloo, hacrl_exp.agents.sharding), one process and 1 thread each, with the
-         default agent stream (every rank generates every row) and with the row stream (each rank generates half
-         the rows, hacrl_exp.agents.sharding.RankSlicedEngine).
+  W = 1: one unsharded AgentWorker in this process: 1 and 2 torch threads, and 1 thread with
+         rollout.sampler=multinomial (transformers' own draw, the default before issue 36);
+  W = 2: two AgentWorker ranks (FSDP2 over gloo, hacrl_exp.agents.sharding), one process and 1 thread each, each
+         rank generating half the rows (the counter sampler, hacrl_exp.agents.sharding.RankSlicedEngine).
 Communication: for one extra step, torch.profiler on rank 0 records the gloo collectives (FSDP2's all-gathers and
 reduce-scatters, the gradient-norm all-reduce, the rollouts' all-gather) and the share of the step's wall time spent
 inside them. Learning runs the whole batch on every rank (hacrl_exp.trainer.worker.AgentWorker), so W = 2 repeats
 that compute on two cores: the learn ratio shows the cost of sharding's communication and redundancy, not a
-speed-up. Scoring splits its chunks over the ranks in both W = 2 modes; generation splits with the row stream.
+speed-up. Scoring splits its chunks over the ranks, and generation its rows.
 """
 
 from __future__ import annotations
@@ -137,13 +136,11 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="W = 1 with 1 thread only (no spawned ranks; seconds)")
     args = parser.parse_args()
     info = machine()
-    row = ("rollout.sample_stream=row",)
     modes = {  # label: (W, threads per rank, extra overrides)
         "W1_1thread": ("W=1, 1 thread", 1, 1, ()),
         "W1": ("W=1, 2 threads", 1, 2, ()),
-        "W1_row": ("W=1, 1 thread, row stream", 1, 1, row),
+        "W1_multinomial": ("W=1, 1 thread, multinomial", 1, 1, ("rollout.sampler=multinomial",)),
         "W2": ("W=2 gloo, 1 thread/rank", 2, 1, ()),
-        "W2_row": ("W=2 gloo, 1 thread/rank, row stream", 2, 1, row),
     }
     if args.smoke:  # benchmarks.smoke; the sharded modes' machinery is tests/trainer/test_fsdp.py's
         modes = {"W1_1thread": modes["W1_1thread"]}
@@ -163,7 +160,7 @@ def main() -> None:
     headers = ["mode", "generate s", "rollout s", "learn s", "s/step", "generate × W=1/1t", "step × W=1/1t",
                "in collectives"]  # fmt: skip
     print_table(headers, rows, "sharded step")
-    for key in [k for k in ("W2", "W2_row") if k in results]:
+    for key in [k for k in ("W2",) if k in results]:
         print(
             f"{key} collectives (s, one profiled step, rank 0):",
             {k: round(v, 3) for k, v in results[key]["collectives"].items()},

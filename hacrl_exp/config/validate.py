@@ -34,8 +34,7 @@ CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trai
     "task.name": ("arithmetic", "math"),
     "task.grader_forms": ("requested", "value"),  # hacrl_exp.rewards.FORMS (a test holds them equal)
     "rollout.backend": ("hf", "vllm"),
-    "rollout.sample_stream": ("agent", "row"),
-    "rollout.sampler": ("multinomial", "inverse_cdf"),  # hacrl_exp.rollout.hf.SAMPLERS
+    "rollout.sampler": ("counter", "multinomial"),  # hacrl_exp.rollout.hf.SAMPLERS
     "rollout.hf_cache": ("dynamic", "static"),
     "tracking.backend": ("mlflow", "none"),
     "executor.backend": ("local", "ray"),
@@ -252,18 +251,18 @@ def _check_gpu(config: Config) -> None:
             raise ConfigError(f'{key}.lora.r={agent.lora.r} needs peft, not installed: pip install -e ".[lora]"')
         if agent.lora.r > 0 and not agent.lora.target_modules:
             raise ConfigError(f"{key}.lora.target_modules is empty; name the modules to adapt, or [all-linear]")
-    if config.rollout.backend == "vllm" and config.rollout.sample_stream != "agent":
+    if config.rollout.sampler == "multinomial" and config.rollout.backend != "hf":
         raise ConfigError(
-            "rollout.sample_stream=row is built for rollout=hf only (vLLM draws per request); "
-            "set rollout.sample_stream=agent or use rollout=hf"
+            "rollout.sampler=multinomial is transformers' own sampling (rollout=hf); vLLM seeds each row's request"
+            " from the counter sampler's (call seed, row): set rollout.sampler=counter, or use rollout=hf"
         )
-    if config.rollout.sampler != "multinomial" and (
-        config.rollout.backend != "hf" or config.rollout.sample_stream != "agent"
-    ):
-        raise ConfigError(
-            f"rollout.sampler={config.rollout.sampler} draws from the agent stream of rollout=hf (vLLM samples"
-            " itself, sample_stream=row per row); set rollout.sampler=multinomial, or rollout=hf, sample_stream=agent"
-        )
+    if config.rollout.sampler == "multinomial" and config.rollout.backend == "hf":
+        sharded = [name for name, agent in config.agents.members.items() if agent.world_size > 1]
+        if sharded:
+            raise ConfigError(
+                f"rollout.sampler=multinomial draws one stream for the whole batch, so the ranks of a sharded agent"
+                f" ({', '.join(sharded)}) cannot split its rows; set rollout.sampler=counter, or world_size=1"
+            )
     if config.rollout.backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
             'rollout.backend=vllm needs vLLM, which is not installed: pip install -e ".[gpu]" on a CUDA machine, '

@@ -70,10 +70,9 @@ class AgentWorker:
     rank_group: set for one rank of a sharded agent (FSDP2, hacrl_exp.agents.sharding). Every rank then runs every call
     on the same inputs with the same random stream, which is what makes W ranks exactly one W = 1 agent:
       - rollout, evaluate: every unit is all-gathered once at the start of the call and kept gathered to its end
-        (`agents.sharding.gathered`), so generation runs on the full weights with no collective per forward. With
-        rollout.sample_stream=row the ranks split the rows and all-gather the responses (`RankSlicedEngine`): each
-        row draws from its own stream, so the split draws what W = 1 draws. With the default agent stream every rank
-        generates every row (one stream for the batch: splitting the rows would change the samples). Scoring the
+        (`agents.sharding.gathered`), so generation runs on the full weights with no collective per forward. The
+        ranks split the rows and all-gather the responses (`RankSlicedEngine`): each row's draws depend only on
+        (call seed, row, step) (rollout.sampler=counter), so the split draws what W = 1 draws. Scoring the
         rollouts (old and reference log-probs) splits its chunks over the ranks either way (`rank_sliced_logprobs`:
         each chunk is W = 1's, so the log-probs are too); rank 0's results are returned. A vLLM agent generates in
         its tensor-parallel engine and scores every row on every rank, unit by unit.
@@ -158,8 +157,7 @@ class AgentWorker:
                 weights=weights, tensor_parallel_size=self.rank_group.world,
             )  # fmt: skip
             return  # its scoring forwards are collectives (no `gathered`): every rank scores every row
-        if rollout.sample_stream == "row":
-            agent.engine = RankSlicedEngine(agent.engine)
+        agent.engine = RankSlicedEngine(agent.engine)
         self.score = rank_sliced_logprobs
 
     def rollout(self, problems: Sequence[Problem], group_size: int) -> tuple[SharedRollouts, dict[str, float]]:
