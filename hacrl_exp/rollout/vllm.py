@@ -20,6 +20,12 @@ it), holds its 1/W slice of the weights (`load_weights` takes the full tensors, 
 and keeps its slice) and runs the same requests with the same seed and random stream, so every rank gets the same
 outputs. Written against vLLM's documented API; GPU-only and never run (no GPU was lent to the session that wrote
 it; docs/gpu.md).
+
+Seeds: each generate call takes one call seed from the agent's torch stream (as the hf backend's counter sampler
+does) and sends one request per row (n = 1) whose SamplingParams.seed is `hf.row_seed(call_seed, row)`, so a row's
+draws do not depend on which rank or replica serves it, nor on the other requests' seeds. vLLM seeds that request's
+own torch.Generator; its tokens are the same in any batch only where the logits are too (VLLM_BATCH_INVARIANT=1;
+docs/gpu.md, "Seeds and batch invariance"). They are not the hf backend's tokens: the samplers differ.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ import torch
 from hacrl_exp.config.schema import VLLMConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.rollout.base import Rollouts, SamplingSettings, pad_and_stop_ids
-from hacrl_exp.rollout.hf import split_response
+from hacrl_exp.rollout.hf import row_seed, split_response
 
 INSTALL = 'pip install -e ".[gpu]" on a CUDA machine, or use rollout=hf'
 
@@ -73,6 +79,22 @@ def sampling_kwargs(sampling: SamplingSettings, n: int, stop_ids: int | Sequence
         top_k = sampling.top_k if sampling.top_k > 0 else -1
         kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=top_k)
     return kwargs
+
+
+def row_requests(
+    rows: Sequence[Sequence[int]],
+    sampling: SamplingSettings,
+    stop_ids: int | Sequence[int],
+    call_seed: int | None,
+    first_row: int = 0,
+) -> tuple[list[dict[str, list[int]]], list[dict[str, Any]]]:
+    """One vLLM request per row (n = 1): its TokensPrompt and its SamplingParams keyword arguments, whose seed is
+    `hf.row_seed(call_seed, first_row + i)` for row i of `rows` (row first_row + i of the whole call; None when
+    greedy). A row's request, seed included, is then the same whichever rank or replica serves it. The rows of a
+    prompt share its KV blocks through vLLM's prefix cache, as the n children of one request would."""
+    kwargs = sampling_kwargs(sampling, 1, stop_ids)
+    seeds = [None if call_seed is None else row_seed(call_seed, first_row + i) for i in range(len(rows))]
+    return tokens_prompts(rows), [{**kwargs, "seed": seed} for seed in seeds]
 
 
 def tokens_prompts(prompt_ids: Sequence[Sequence[int]]) -> list[dict[str, list[int]]]:
@@ -220,11 +242,14 @@ class VLLMRolloutEngine:
             self.sync_weights()
         self._wake("weights")
         self._wake("kv_cache")
-        params = self._vllm.SamplingParams(**sampling_kwargs(sampling, n, self.stop_ids))
-        outputs = self.llm.generate(tokens_prompts(prompt_ids), sampling_params=params, use_tqdm=False)
+        rows = [list(p) for p in prompt_ids for _ in range(n)]
+        call_seed = None if sampling.greedy else int(torch.randint(0, 2**63 - 1, (1,)).item())  # the agent stream's
+        prompts, requests = row_requests(rows, sampling, self.stop_ids, call_seed)
+        params = [self._vllm.SamplingParams(**kwargs) for kwargs in requests]
+        outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
         level = self.settings.sleep_level
         if level:
             self.llm.sleep(level=level)
             self._sleeping = {"weights", "kv_cache"}
             self.stale = self.stale or level == 2  # level 2 discarded the weights
-        return rollouts_from_outputs(outputs, prompt_ids, n, self.stop_ids, self.pad_id, self.tokenizer)
+        return rollouts_from_outputs(outputs, rows, 1, self.stop_ids, self.pad_id, self.tokenizer)
