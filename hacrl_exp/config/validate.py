@@ -257,11 +257,12 @@ def _check_gpu(config: Config) -> None:
             " from the counter sampler's (call seed, row): set rollout.sampler=counter, or use rollout=hf"
         )
     if config.rollout.sampler == "multinomial" and config.rollout.backend == "hf":
-        sharded = [name for name, agent in config.agents.members.items() if agent.world_size > 1]
+        members = config.agents.members.items()
+        sharded = [name for name, agent in members if agent.world_size > 1 or agent.fsdp.offload]
         if sharded:
             raise ConfigError(
                 f"rollout.sampler=multinomial draws one stream for the whole batch, so the ranks of a sharded agent"
-                f" ({', '.join(sharded)}) cannot split its rows; set rollout.sampler=counter, or world_size=1"
+                f" ({', '.join(sharded)}) cannot split its rows; set rollout.sampler=counter, or leave it unsharded"
             )
     if config.rollout.backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise ConfigError(

@@ -180,6 +180,10 @@ def test_multinomial_is_transformers_own_from_the_agent_stream(engine):
             ["executor=ray", "agents.members.opt_char.world_size=2", "rollout.sampler=multinomial"],
             "rollout.sampler=multinomial draws one stream for the whole batch, so the ranks of a sharded agent",
         ),
+        (
+            ["executor=ray", "agents.members.opt_char.fsdp.offload=true", "rollout.sampler=multinomial"],
+            "a sharded agent (opt_char) cannot split its rows",
+        ),
     ],
 )
 def test_a_config_the_sampler_cannot_take_fails_in_one_line_with_exit_2(overrides, message, capsys):
