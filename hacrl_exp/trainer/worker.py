@@ -73,7 +73,7 @@ class AgentWorker:
         (`agents.sharding.gathered`), so generation runs on the full weights with no collective per forward. The
         ranks split the rows and all-gather the responses (`RankSlicedEngine`): each row's draws depend only on
         (call seed, row, step) (rollout.sampler=counter), so the split draws what W = 1 draws. Scoring the
-        rollouts (old and reference log-probs) splits its chunks over the ranks either way (`rank_sliced_logprobs`:
+        rollouts (old and reference log-probs) splits its chunks over the ranks too (`rank_sliced_logprobs`:
         each chunk is W = 1's, so the log-probs are too); rank 0's results are returned. A vLLM agent generates in
         its tensor-parallel engine and scores every row on every rank, unit by unit.
       - learn: every rank runs the whole batch (same micro-batches, same forward/backward count), so each rank's
