@@ -65,6 +65,7 @@ def entry_args(name: str, out: Path) -> list[str]:
                         *(o for o in tiny() if o != "tracking.backend=none")],  # it tracks to MLflow
         "reward_agreement": ["--limit", "4", "--data-dir", str(DATA), *json_out],
         "run_all": ["--smoke", "--only", "scaling"],
+        "sampler_step": ["--smoke", *json_out],
         "scaling": ["--smoke", *steps, *json_out],
         "sharded_step": ["--smoke", "--steps", "2", *json_out,
                          *(f"--set={o}" for o in tiny("solo")[1:] if "opt_char" in o or "trainer." in o)],

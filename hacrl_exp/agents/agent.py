@@ -201,7 +201,6 @@ def make_engine(
             layout=layout or Layout(),
             stop_ids=stops,
         )
-    stream = rollout.sample_stream if rollout is not None else "agent"
     on_cuda = next(model.parameters()).device.type == "cuda"
     sharded = cfg.world_size > 1 or cfg.fsdp.offload  # FSDP gathers its weights in bf16 itself (agents.sharding)
     copy_dtype = DTYPES[cfg.model.compute_dtype] if cfg.model.compute_dtype and on_cuda and not sharded else None
@@ -209,8 +208,7 @@ def make_engine(
         model,
         tokenizer,
         max_batch_size=max_batch_size,
-        sample_stream=stream,
-        sampler=rollout.sampler if rollout is not None else "multinomial",
+        sampler=rollout.sampler if rollout is not None else "counter",
         generation_dtype=copy_dtype,  # a bf16 copy of float32 weights (none when the weights are bf16 already)
         optimizer=optimizer,
         cache=rollout.hf_cache if rollout is not None else "dynamic",

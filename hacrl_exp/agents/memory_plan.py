@@ -68,7 +68,7 @@ class Workload:
     vllm_fraction: float
     vllm_sleeps: bool
     split_rows: bool = False
-    """rollout.sample_stream=row: a sharded agent's ranks split the rows (agents.sharding.RankSlicedEngine)."""
+    """rollout=hf: a sharded agent's ranks split the rows (agents.sharding.RankSlicedEngine)."""
     response_len: int = 0
     """Response tokens per row (what the chunked log-prob path projects); 0: all of seq_len."""
     tensor_parallel: int = 1
@@ -92,7 +92,7 @@ def workload(config: Config, agent: AgentConfig, shape: ModelShape, rollout_mult
         vllm=r.backend == "vllm",
         vllm_fraction=r.vllm.gpu_memory_utilization,
         vllm_sleeps=r.vllm.sleep_level > 0,
-        split_rows=r.sample_stream == "row",
+        split_rows=r.backend == "hf",  # a sharded hf agent draws by counter (config.validate)
         response_len=r.max_new_tokens,
         tensor_parallel=r.tensor_parallel,
     )

@@ -194,22 +194,26 @@ def gathered(*models: torch.nn.Module | None) -> Iterator[None]:
 
 
 class RankSlicedEngine:
-    """Data-parallel generation for a sharded agent under rollout.sample_stream=row (rollout.hf).
+    """Data-parallel generation for a sharded hf agent (rollout.sampler=counter, rollout.hf.CounterSampler).
 
-    Rank r of W generates the contiguous rows [r·B/W, (r+1)·B/W) of the call's B rows, each with its own generator,
-    left-padded to the whole call's width, then the ranks all-gather the responses: every rank holds what W = 1
-    draws, for 1/W of the generation work. Call it inside `gathered` (a forward there is no collective)."""
+    Rank r of W generates the contiguous rows [r·B/W, (r+1)·B/W) of the call's B rows, each drawing with the
+    uniforms of (call seed, its index in the whole call, step), left-padded to the whole call's width, then the ranks
+    all-gather the responses: every rank holds what W = 1 draws, for 1/W of the generation work. Every rank draws
+    the same call seed from the same stream. Greedy decoding splits the same way. Call it inside `gathered` (a
+    forward there is no collective)."""
 
     def __init__(self, engine: HFRolloutEngine) -> None:
+        if engine.sampler != "counter":
+            raise ValueError(f"sampler={engine.sampler!r} draws one stream per batch; ranks split rows by counter only")
         self.engine, self.pad_id, self.stop_ids = engine, engine.pad_id, engine.stop_ids
 
     def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
         rows = [list(p) for p in prompt_ids for _ in range(n)]
-        seeds = self.engine.row_seeds(len(rows), sampling)
+        seed = self.engine.call_seed(sampling)
         ranks = RankGroup(dist.get_rank(), dist.get_world_size())
-        mine_rows = rank_rows(len(rows), ranks)
-        low, high = mine_rows.start, mine_rows.stop
-        mine = self.engine.generate_rows(rows[low:high], sampling, seeds and seeds[low:high], max(map(len, rows)))
+        share = rank_rows(len(rows), ranks)
+        low, high = share.start, share.stop
+        mine = self.engine.generate_rows(rows[low:high], sampling, seed, low, max(map(len, rows)))
         parts = gather((mine.response_ids, mine.texts, mine.finished), ranks)
         responses, texts, finished = ([x for part in parts for x in part[i]] for i in range(3))
         return Rollouts(prompt_ids=rows, response_ids=responses, texts=texts, finished=finished)

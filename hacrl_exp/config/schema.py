@@ -228,13 +228,12 @@ class RolloutConfig:
     top_p: float = field(default=1.0, metadata=rng(0, 1, low_open=True))
     max_new_tokens: int = field(default=48, metadata=rng(1, 1 << 20))
     max_batch_size: int = field(default=256, metadata=rng(1, 1 << 20))
-    sample_stream: str = "agent"
-    """agent: one torch stream per agent draws for the whole batch | row: each row its own stream, so a row's sample
-    does not depend on batching and a sharded agent generates data-parallel over its ranks (hf only)."""
-    sampler: str = "multinomial"
-    """How the agent stream draws (hf only): multinomial (transformers' torch.multinomial) | inverse_cdf (one uniform
-    per row against the cumulative probabilities: the same distribution, ~6x cheaper per step over a 152k vocabulary
-    on a CPU; rollout.hf.InverseCdfSampler). Another value draws other samples from the same seed."""
+    sampler: str = "counter"
+    """How tokens are drawn. counter: row r of a call draws at step t by inverse CDF with a uniform hashed from (call
+    seed, r, t), the call seed one draw from the agent's torch stream, so a row's tokens do not depend on its batch,
+    chunk or rank, and a sharded hf agent splits its rows over its ranks (rollout.hf.CounterSampler; vLLM: each
+    row's SamplingParams.seed from (call seed, r)) | multinomial: transformers' torch.multinomial from the agent's
+    stream for the whole batch, hf only and unsharded: the sampler of the published grids' commit."""
     hf_cache: str = "dynamic"
     """hf backend's KV cache: dynamic | static (transformers compiles the decoding steps with CUDA graphs on CUDA;
     the first call of each shape pays the compilation; eager elsewhere)."""

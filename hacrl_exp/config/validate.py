@@ -34,8 +34,7 @@ CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trai
     "task.name": ("arithmetic", "math"),
     "task.grader_forms": ("requested", "value"),  # hacrl_exp.rewards.FORMS (a test holds them equal)
     "rollout.backend": ("hf", "vllm"),
-    "rollout.sample_stream": ("agent", "row"),
-    "rollout.sampler": ("multinomial", "inverse_cdf"),  # hacrl_exp.rollout.hf.SAMPLERS
+    "rollout.sampler": ("counter", "multinomial"),  # hacrl_exp.rollout.hf.SAMPLERS
     "rollout.hf_cache": ("dynamic", "static"),
     "tracking.backend": ("mlflow", "none"),
     "executor.backend": ("local", "ray"),
@@ -252,23 +251,24 @@ def _check_gpu(config: Config) -> None:
             raise ConfigError(f'{key}.lora.r={agent.lora.r} needs peft, not installed: pip install -e ".[lora]"')
         if agent.lora.r > 0 and not agent.lora.target_modules:
             raise ConfigError(f"{key}.lora.target_modules is empty; name the modules to adapt, or [all-linear]")
-    if config.rollout.backend == "vllm" and config.rollout.sample_stream != "agent":
+    if config.rollout.sampler == "multinomial" and config.rollout.backend != "hf":
         raise ConfigError(
-            "rollout.sample_stream=row is built for rollout=hf only (vLLM draws per request); "
-            "set rollout.sample_stream=agent or use rollout=hf"
-        )
-    if config.rollout.sampler != "multinomial" and (
-        config.rollout.backend != "hf" or config.rollout.sample_stream != "agent"
-    ):
-        raise ConfigError(
-            f"rollout.sampler={config.rollout.sampler} draws from the agent stream of rollout=hf (vLLM samples"
-            " itself, sample_stream=row per row); set rollout.sampler=multinomial, or rollout=hf, sample_stream=agent"
+            "rollout.sampler=multinomial is transformers' own sampling (rollout=hf); vLLM seeds each row's request"
+            " from the counter sampler's (call seed, row): set rollout.sampler=counter, or use rollout=hf"
         )
     if config.rollout.tensor_parallel > 1 and config.rollout.backend != "vllm":
         raise ConfigError(
             f"rollout.tensor_parallel={config.rollout.tensor_parallel} is for rollout=vllm only (the hf backend "
             "generates on each rank's gathered weights); set rollout.tensor_parallel=1 or use rollout=vllm"
         )
+    if config.rollout.sampler == "multinomial" and config.rollout.backend == "hf":
+        members = config.agents.members.items()
+        sharded = [name for name, agent in members if agent.world_size > 1 or agent.fsdp.offload]
+        if sharded:
+            raise ConfigError(
+                f"rollout.sampler=multinomial draws one stream for the whole batch, so the ranks of a sharded agent"
+                f" ({', '.join(sharded)}) cannot split its rows; set rollout.sampler=counter, or leave it unsharded"
+            )
     if config.rollout.backend == "vllm" and importlib.util.find_spec("vllm") is None:
         raise ConfigError(
             'rollout.backend=vllm needs vLLM, which is not installed: pip install -e ".[gpu]" on a CUDA machine, '

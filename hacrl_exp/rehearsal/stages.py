@@ -38,7 +38,7 @@ class CutDown:
 
 def cut_down(config: Config, stand_ins: dict[str, Path], folder: Path) -> CutDown:
     """Pretrained agents → their stand-in folders; steps, prompts, G, micro-batch, evaluation limit and threads → the
-    rehearsal's; the agent stream's sampler → inverse CDF; a private MLflow store; tiny agents without warm start.
+    rehearsal's; a private MLflow store; tiny agents without warm start.
     Lengths stay the preset's."""
     cut = CutDown(copy.deepcopy(config))
     new, settings = cut.config, config.rehearsal
@@ -54,9 +54,6 @@ def cut_down(config: Config, stand_ins: dict[str, Path], folder: Path) -> CutDow
     block = new.trainer.prompts_per_step * new.trainer.group_size
     if block % new.trainer.minibatches_per_block:
         cut.set(new.trainer, "minibatches_per_block", 1, "trainer.minibatches_per_block")
-    if new.rollout.backend == "hf" and new.rollout.sample_stream == "agent":
-        why = "the same distribution; torch.multinomial over a 152k vocabulary costs ~5 ms a token on a CPU"
-        cut.set(new.rollout, "sampler", "inverse_cdf", "rollout.sampler", why)
     new.trainer.output_dir = str(folder / "run")
     cut.changes.append(f"trainer.output_dir: {config.trainer.output_dir} → {new.trainer.output_dir}")
     if new.tracking.backend == "mlflow":

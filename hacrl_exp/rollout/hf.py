@@ -9,18 +9,21 @@ Speed (docs/gpu.md; the vLLM backend stays the fast path for real runs):
   - sort_rows: a call with more rows than max_batch_size generates them sorted by prompt length, so that each chunk
     left-pads to a width close to its rows', and returns them in the given order.
 
-Two sources of randomness (rollout.sample_stream):
-  - agent (default): `generate(do_sample=True)` draws from the agent's torch stream, one draw per step for the whole
-    batch, so a row's sample depends on the rows it is batched with;
-  - row: each row draws from its own torch.Generator, seeded from one number the call takes from the agent's stream
-    and the row's index (`RowSampler`). A row's sample then does not depend on batching, which is what lets a sharded
-    agent split its rows over its ranks and still draw exactly what W = 1 draws (agents.sharding.RankSlicedEngine).
-
-How the agent stream draws (rollout.sampler):
-  - multinomial (default): transformers' `torch.multinomial` over the warped probabilities;
-  - inverse_cdf: one uniform per row and a search of the cumulative probabilities (`InverseCdfSampler`), the same
-    distribution from another use of the stream. On one CPU thread, softmax + `torch.multinomial` over a 151,936-token
-    vocabulary cost 6.6 ms per decoding step for 2 rows, the inverse CDF 1.0 ms (side by side). The rehearsal uses it.
+How tokens are drawn (rollout.sampler):
+  - counter (default): each generate call takes one call seed from the agent's torch stream; at decoding step t, row
+    r of the call (its index in the whole call, whichever chunk or rank generates it) draws by inverse CDF over the
+    warped softmax with u from splitmix64(splitmix64(splitmix64(call seed) + r) + t), a hash computed for the whole
+    batch in one vectorised call on the model's device (`CounterSampler`). A row's tokens then do not depend on the
+    rows batched with it, given the same logits, so a sharded agent splits its rows over its ranks and draws exactly
+    what W = 1 draws (agents.sharding.RankSlicedEngine, which left-pads every rank's rows to the whole call's width
+    so that the logits are the same too). Logits that differ in the last bits (another batch size's kernels,
+    another padding) move a token only where u falls within that rounding of a boundary of the cumulative
+    probabilities.
+  - multinomial: `generate(do_sample=True)`, transformers' `torch.multinomial` from the agent's stream, one draw
+    per step for the whole batch, so a row's sample depends on the rows it is batched with; unsharded agents only.
+    It reproduces the runs of the commits before issue 36 (the published grids name their commit).
+On one CPU thread, B = 16 rows over a 151,936-token vocabulary, the counter sampler's part of a decoding step
+costs about half of softmax + `torch.multinomial` (`python -m benchmarks.sampler_step`; docs/performance.md).
 """
 
 from __future__ import annotations
@@ -28,7 +31,6 @@ from __future__ import annotations
 import copy
 from collections.abc import Collection, Sequence
 
-import numpy as np
 import torch
 from transformers import GenerationConfig, PreTrainedModel, PreTrainedTokenizerBase
 from transformers.generation.logits_process import (
@@ -42,8 +44,7 @@ from transformers.generation.logits_process import (
 from hacrl_exp.faults import crash_point
 from hacrl_exp.rollout.base import Rollouts, SamplingSettings, compute_device, pad_and_stop_ids
 
-SAMPLE_STREAMS = ("agent", "row")
-SAMPLERS = ("multinomial", "inverse_cdf")
+SAMPLERS = ("counter", "multinomial")
 CACHES = ("dynamic", "static")
 
 
@@ -78,9 +79,41 @@ def split_response(tokens: list[int], stop_ids: int | Collection[int], pad_id: i
     return tokens, False
 
 
-def row_seeds(call_seed: int, count: int) -> list[int]:
-    """Seed of row r's generator: a SeedSequence of (call_seed, r), independent across rows and calls."""
-    return [int(np.random.SeedSequence([call_seed, r]).generate_state(1, dtype=np.uint64)[0]) for r in range(count)]
+SPLITMIX_GAMMA = 0x9E3779B97F4A7C15 - (1 << 64)
+"""splitmix64's increment (the golden ratio · 2^64), as a signed int64."""
+SPLITMIX_MULTIPLIERS = (0xBF58476D1CE4E5B9 - (1 << 64), 0x94D049BB133111EB - (1 << 64))
+
+
+def splitmix64(state: torch.Tensor) -> torch.Tensor:
+    """splitmix64's output for each int64 state (Steele, Lea & Flood 2014), elementwise on the state's device.
+
+    z = state + γ; z = (z ⊕ (z ≫ 30)) · m1; z = (z ⊕ (z ≫ 27)) · m2; z ⊕ (z ≫ 31), all mod 2^64 with logical shifts.
+    int64 products wrap mod 2^64 as the unsigned ones do; `>>` on int64 is arithmetic, so each shift masks off the
+    sign bits it copies in. tests/rollout/test_counter_sampler.py holds it to Python's exact arithmetic."""
+    z = state + SPLITMIX_GAMMA
+    z = (z ^ ((z >> 30) & ((1 << 34) - 1))) * SPLITMIX_MULTIPLIERS[0]
+    z = (z ^ ((z >> 27) & ((1 << 37) - 1))) * SPLITMIX_MULTIPLIERS[1]
+    return z ^ ((z >> 31) & ((1 << 33) - 1))
+
+
+def row_keys(call_seed: int, rows: torch.Tensor) -> torch.Tensor:
+    """k_r = splitmix64(splitmix64(call_seed) + r) for each int64 row index r (B,) of a call, int64 (B,) on the rows'
+    device: the key of row r's counter stream, a function of (call seed, r) alone."""
+    return splitmix64(splitmix64(torch.tensor(call_seed, dtype=torch.int64, device=rows.device)) + rows)
+
+
+def counter_uniforms(keys: torch.Tensor, step: int) -> torch.Tensor:
+    """u = (⌊h / 2^11⌋ + ½) · 2^-53 ∈ (0, 1) with h = splitmix64(k + step), float64 (B,) for row keys k (B,)
+    (`row_keys`): the top 53 bits of the hash, centred in their interval so that u is never 0 or 1. One vectorised
+    call for the whole batch, on the keys' device; nothing crosses to the host."""
+    top = (splitmix64(keys + step) >> 11) & ((1 << 53) - 1)
+    return (top.double() + 0.5) * 2.0**-53
+
+
+def row_seed(call_seed: int, row: int) -> int:
+    """A 63-bit seed for row `row` of a call: its key (`row_keys`) with the sign bit cleared, e.g. a vLLM request's
+    SamplingParams.seed (rollout.vllm). The same (call seed, row) whichever rank or replica serves the row."""
+    return int(row_keys(call_seed, torch.tensor([row])).item()) & ((1 << 63) - 1)
 
 
 def sampling_warpers(sampling: SamplingSettings) -> LogitsProcessorList:
@@ -95,45 +128,35 @@ def sampling_warpers(sampling: SamplingSettings) -> LogitsProcessorList:
     return LogitsProcessorList(warpers)
 
 
-class RowSampler(LogitsProcessor):
-    """Draws each row's next token from that row's own torch.Generator.
+def inverse_cdf(warped: torch.Tensor, uniform: torch.Tensor) -> torch.Tensor:
+    """The token each row draws with its uniform: min{v : C_v > u · C_V}, C = cumsum(softmax(warped)) in float64.
 
-    The scores go through the warpers `generate(do_sample=True)` applies, in its order (temperature, top-k, top-p),
-    to log p up to a constant; then the Gumbel-max trick: argmax_v (log p_v + g_v), g_v = −log(−log u_v),
-    u ~ U(0, 1) from the row's generator, is an exact draw from p. The returned scores are 0 for the drawn token and
-    −inf elsewhere, so greedy decoding (do_sample=False) takes it. A finished row keeps drawing from its own
-    generator, which touches no other row."""
+    warped (B, V) scores after the warpers; uniform (B,) float64 in (0, 1); returns (B, 1) token ids. An exact draw
+    from p = softmax(warped) up to float64 rounding; a token of zero probability is never drawn (C does not rise
+    there). Its only cost beyond the softmax is a cumulative sum and a search."""
+    cumulative = torch.softmax(warped.double(), dim=-1).cumsum(dim=-1)
+    drawn = torch.searchsorted(cumulative, uniform.unsqueeze(1) * cumulative[:, -1:], right=True)
+    return drawn.clamp_(max=warped.shape[1] - 1)  # u · C_V rounds up to C_V only when u is within 2^-53 of 1
 
-    def __init__(self, seeds: Sequence[int], sampling: SamplingSettings) -> None:
-        self.generators = [torch.Generator().manual_seed(seed) for seed in seeds]
+
+class CounterSampler(LogitsProcessor):
+    """Draws each row's next token by inverse CDF with a uniform that depends only on (call seed, row, step).
+
+    At decoding step t (the t-th call in one `generate`), row i of the batch, whose index in the whole call is
+    rows[i] (int64, on the model's device), draws with u = counter_uniforms(row_keys(call_seed, rows), t)[i] from the
+    warped softmax (temperature, top-k,
+    top-p, in `generate(do_sample=True)`'s order). So a row draws the same tokens alone, in any batch, in any chunk
+    or on any rank, given the same logits. Returns 0 for the drawn token and −inf elsewhere, so greedy decoding
+    (do_sample=False) takes it; a finished row draws too, touching no other row."""
+
+    def __init__(self, call_seed: int, rows: torch.Tensor, sampling: SamplingSettings) -> None:
+        self.keys, self.step = row_keys(call_seed, rows), 0
         self.warpers = sampling_warpers(sampling)
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        log_p = self.warpers(input_ids, scores).double()
-        uniform = torch.stack([torch.rand(log_p.shape[1], generator=g, dtype=torch.float64) for g in self.generators])
-        tiny = torch.finfo(torch.float64).tiny
-        gumbel = -torch.log(-torch.log(uniform.clamp(tiny, 1.0 - 2**-53)))
-        drawn = (log_p + gumbel.to(log_p.device)).argmax(dim=-1, keepdim=True)
-        return torch.full_like(scores, -torch.inf).scatter_(1, drawn, 0.0)
-
-
-class InverseCdfSampler(LogitsProcessor):
-    """Draws each row's next token by inverse CDF from the torch stream in use (rollout.sampler=inverse_cdf).
-
-    p = softmax(warped scores) in float64, C_v = Σ_{w ≤ v} p_w, one u ~ U(0, 1) per row, and the drawn token is
-    min{v : C_v > u · C_V}: an exact draw from p up to float64 rounding, whose only cost beyond the softmax is a
-    cumulative sum, where `torch.multinomial` costs ~5 ms per step over 151,936 tokens on a CPU. A token of zero
-    probability is never drawn (C does not rise there). Returns 0 for the drawn token and −inf elsewhere, so greedy
-    decoding (do_sample=False) takes it; a finished row draws too, as under `torch.multinomial`."""
-
-    def __init__(self, sampling: SamplingSettings) -> None:
-        self.warpers = sampling_warpers(sampling)
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        cumulative = torch.softmax(self.warpers(input_ids, scores).double(), dim=-1).cumsum(dim=-1)
-        uniform = torch.rand((scores.shape[0], 1), dtype=torch.float64, device=scores.device)
-        drawn = torch.searchsorted(cumulative, uniform * cumulative[:, -1:], right=True)
-        drawn = drawn.clamp_(max=scores.shape[1] - 1)  # u · C_V rounds up to C_V only when u is within 2^-53 of 1
+        uniform = counter_uniforms(self.keys, self.step)
+        self.step += 1
+        drawn = inverse_cdf(self.warpers(input_ids, scores), uniform)
         return torch.full_like(scores, -torch.inf).scatter_(1, drawn, 0.0)
 
 
@@ -152,7 +175,7 @@ def low_precision_copy(model: torch.nn.Module, dtype: torch.dtype) -> torch.nn.M
 class HFRolloutEngine:
     """Samples with the agent's own (training) model through `model.generate`.
 
-    sample_stream: 'agent' or 'row'; sampler: how the agent stream draws, 'multinomial' or 'inverse_cdf' (module
+    sampler: 'counter' (`CounterSampler`) or 'multinomial' (transformers' own, from the agent's torch stream; module
     docstring); generation_dtype, cache, sort_rows: the speed options (module docstring).
     optimizer: the agent's, whose steps make the low-precision copy stale. stop_ids: the ids generation stops at
     and responses are cut at (agents.stops.stop_token_ids); the tokenizer's EOS always among them, first."""
@@ -162,24 +185,19 @@ class HFRolloutEngine:
         model: PreTrainedModel,
         tokenizer: PreTrainedTokenizerBase,
         max_batch_size: int = 256,
-        sample_stream: str = "agent",
-        sampler: str = "multinomial",
+        sampler: str = "counter",
         generation_dtype: torch.dtype | None = None,
         optimizer: torch.optim.Optimizer | None = None,
         cache: str = "dynamic",
         sort_rows: bool = False,
         stop_ids: Sequence[int] = (),
     ):
-        if sample_stream not in SAMPLE_STREAMS:
-            raise ValueError(f"sample_stream={sample_stream!r} is not one of {SAMPLE_STREAMS}")
         if sampler not in SAMPLERS:
             raise ValueError(f"sampler={sampler!r} is not one of {SAMPLERS}")
-        if sampler != "multinomial" and sample_stream != "agent":
-            raise ValueError(f"sampler={sampler!r} draws from the agent stream; sample_stream=row draws per row")
         if cache not in CACHES:
             raise ValueError(f"cache={cache!r} is not one of {CACHES}")
         self.model, self.tokenizer, self.max_batch_size = model, tokenizer, max_batch_size
-        self.sample_stream, self.sampler, self.cache, self.sort_rows = sample_stream, sampler, cache, sort_rows
+        self.sampler, self.cache, self.sort_rows = sampler, cache, sort_rows
         self.pad_id, self.stop_ids = pad_and_stop_ids(tokenizer, stop_ids)
         weights_dtype = next(model.parameters()).dtype
         self.generation_dtype = generation_dtype if generation_dtype not in (None, weights_dtype) else None
@@ -221,34 +239,33 @@ class HFRolloutEngine:
             kwargs["cache_implementation"] = "static"
         return GenerationConfig(**kwargs)
 
-    def row_seeds(self, count: int, sampling: SamplingSettings) -> list[int] | None:
-        """Per-row generator seeds for one call of `count` rows under sample_stream=row: one draw from the torch
-        stream in use (the agent's), then `row_seeds`. None when the call does not sample per row (greedy, or
-        sample_stream=agent); then nothing is drawn here."""
-        if self.sample_stream != "row" or sampling.greedy:
+    def call_seed(self, sampling: SamplingSettings) -> int | None:
+        """The counter sampler's seed for one call: one draw from the torch stream in use (the agent's). None when
+        the call does not draw by counter (greedy, or sampler=multinomial); then nothing is drawn here."""
+        if self.sampler != "counter" or sampling.greedy:
             return None
-        return row_seeds(int(torch.randint(0, 2**63 - 1, (1,)).item()), count)
+        return int(torch.randint(0, 2**63 - 1, (1,)).item())
 
     def generate(self, prompt_ids: Sequence[list[int]], n: int, sampling: SamplingSettings) -> Rollouts:
         """n samples per prompt; rows are grouped by prompt (row r belongs to prompt r // n)."""
         rows = [list(p) for p in prompt_ids for _ in range(n)]
-        seeds = self.row_seeds(len(rows), sampling)
-        width = max(len(r) for r in rows) if self.sample_stream == "row" else None
-        return self.generate_rows(rows, sampling, seeds, width)
+        return self.generate_rows(rows, sampling, self.call_seed(sampling))
 
     @torch.no_grad()
     def generate_rows(
         self,
         rows: Sequence[list[int]],
         sampling: SamplingSettings,
-        seeds: Sequence[int] | None = None,
+        call_seed: int | None = None,
+        first_row: int = 0,
         width: int | None = None,
     ) -> Rollouts:
-        """One response per prompt row, in max_batch_size chunks. seeds: per-row generator seeds (`RowSampler`);
-        None samples from the torch stream in use (or decodes greedily). width: left-pad every chunk to it.
-        With sort_rows and more than one chunk, the chunks take the rows in order of prompt length."""
-        by_inverse_cdf = seeds is None and self.sampler == "inverse_cdf" and not sampling.greedy
-        config = self._generation_config(sampling, seeds is not None or by_inverse_cdf)
+        """One response per prompt row, in max_batch_size chunks. call_seed: the `CounterSampler`'s, with row i
+        of `rows` at index first_row + i of its call (a rank generating rows [lo, hi) of a call passes lo); None
+        samples by transformers' multinomial from the torch stream in use (or decodes greedily). width: left-pad
+        every chunk to it. With sort_rows and more than one chunk, the chunks take the rows in order of prompt
+        length."""
+        config = self._generation_config(sampling, call_seed is not None)
         model = self.generation_model()
         device = compute_device(model)
         was_training = model.training
@@ -261,10 +278,9 @@ class HFRolloutEngine:
             picked = order[start : start + self.max_batch_size]
             ids, mask = left_pad([rows[r] for r in picked], self.pad_id, device, width)
             drawn = {}
-            if seeds is not None:
-                drawn = {"logits_processor": LogitsProcessorList([RowSampler([seeds[r] for r in picked], sampling)])}
-            elif by_inverse_cdf:
-                drawn = {"logits_processor": LogitsProcessorList([InverseCdfSampler(sampling)])}
+            if call_seed is not None:
+                index = torch.tensor(picked, dtype=torch.int64, device=device) + first_row
+                drawn = {"logits_processor": LogitsProcessorList([CounterSampler(call_seed, index, sampling)])}
             # synced_gpus=False: transformers would sync every decoding step of an FSDP-managed model with its
             # peers, but a sharded agent generates on gathered weights (agents.sharding.gathered), each rank alone
             # and on its own rows (RankSlicedEngine), so the ranks' call and step counts may differ

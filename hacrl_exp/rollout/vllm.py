@@ -19,10 +19,17 @@ group (already formed; vLLM reuses it) with tensor_parallel_size=T and data_para
 vLLM's torchrun data-parallel example. vLLM groups ranks [d·T, (d+1)·T) into replica d (its RANK // T); each rank
 holds its 1/T slice of the weights (`load_weights` takes the full tensors, which the ranks gather one at a time, and
 keeps its slice). Replica d generates the contiguous rows [d·B/D, (d+1)·B/D) of a call's B rows, one request per row
-(its T ranks send the same requests with the same seed, so they get the same outputs), and the ranks all-gather
+(its T ranks send the same requests with the same seeds, so they get the same outputs), and the ranks all-gather
 the responses, so every rank holds all B rows in order. Written against vLLM's API and tested on CPU against a
 fake engine; GPU-only to run, and never run (docs/gpu.md). tests/rollout/test_vllm_contract.py checks every vLLM
 name and keyword used here against the installed vLLM's source.
+
+Seeds: each generate call takes one call seed from the agent's torch stream (as the hf backend's counter sampler
+does) and sends one request per row (n = 1) whose SamplingParams.seed is `hf.row_seed(call_seed, row)`, row its index
+in the whole call, so a row's draws do not depend on which rank or replica serves it, nor on the other requests'
+seeds. vLLM seeds that request's own torch.Generator; its tokens are the same in any batch only where the logits are
+too (VLLM_BATCH_INVARIANT=1; docs/gpu.md, "Seeds and batch invariance"). They are not the hf backend's tokens: the
+samplers differ.
 """
 
 from __future__ import annotations
@@ -39,7 +46,7 @@ import torch
 from hacrl_exp.config.schema import VLLMConfig
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.rollout.base import Rollouts, SamplingSettings, pad_and_stop_ids
-from hacrl_exp.rollout.hf import split_response
+from hacrl_exp.rollout.hf import row_seed, split_response
 
 INSTALL = 'pip install -e ".[gpu]" on a CUDA machine, or use rollout=hf'
 
@@ -77,6 +84,22 @@ def sampling_kwargs(sampling: SamplingSettings, n: int, stop_ids: int | Sequence
         top_k = sampling.top_k if sampling.top_k > 0 else -1
         kwargs.update(temperature=sampling.temperature, top_p=sampling.top_p, top_k=top_k)
     return kwargs
+
+
+def row_requests(
+    rows: Sequence[Sequence[int]],
+    sampling: SamplingSettings,
+    stop_ids: int | Sequence[int],
+    call_seed: int | None,
+    first_row: int = 0,
+) -> tuple[list[dict[str, list[int]]], list[dict[str, Any]]]:
+    """One vLLM request per row (n = 1): its TokensPrompt and its SamplingParams keyword arguments, whose seed is
+    `hf.row_seed(call_seed, first_row + i)` for row i of `rows` (row first_row + i of the whole call; None when
+    greedy). A row's request, seed included, is then the same whichever rank or replica serves it. The rows of a
+    prompt share its KV blocks through vLLM's prefix cache, as the n children of one request would."""
+    kwargs = sampling_kwargs(sampling, 1, stop_ids)
+    seeds = [None if call_seed is None else row_seed(call_seed, first_row + i) for i in range(len(rows))]
+    return tokens_prompts(rows), [{**kwargs, "seed": seed} for seed in seeds]
 
 
 def tokens_prompts(prompt_ids: Sequence[Sequence[int]]) -> list[dict[str, list[int]]]:
@@ -286,9 +309,11 @@ class VLLMRolloutEngine:
         self._wake("kv_cache")
         rows = [list(p) for p in prompt_ids for _ in range(n)]
         low, high = self.layout.rows(len(rows))
-        params = self._vllm.SamplingParams(**sampling_kwargs(sampling, 1, self.stop_ids))
+        call_seed = None if sampling.greedy else int(torch.randint(0, 2**63 - 1, (1,)).item())  # the agent stream's
+        prompts, requests = row_requests(rows[low:high], sampling, self.stop_ids, call_seed, first_row=low)
+        params = [self._vllm.SamplingParams(**kwargs) for kwargs in requests]
         # a replica with no rows still calls generate: vLLM's data-parallel replicas step together
-        outputs = self.llm.generate(tokens_prompts(rows[low:high]), sampling_params=params, use_tqdm=False)
+        outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
         level = self.settings.sleep_level
         if level:
             self.llm.sleep(level=level)

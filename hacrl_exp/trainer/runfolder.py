@@ -83,8 +83,8 @@ AGENT_DEFAULTS = {
 still resumes. Another value changes what was trained (a warm start stopped at a target accuracy) or the checkpoint's
 layout (optim/<name>.dcp, sharding), so it must stay."""
 ADDED_DEFAULTS = {
-    "rollout.sample_stream": "agent",
-    "rollout.sampler": "multinomial",
+    "rollout.sample_stream": "agent",  # removed by issue 36 (every row draws by counter); older checkpoints hold it
+    "rollout.sampler": "multinomial",  # the default until issue 36: such a checkpoint resumes with this value
     "task.heldout_seed": "0",
     "task.grader_forms": "requested",
 }

@@ -66,16 +66,15 @@ class AgentWorker:
     call on the same inputs with the same random stream, and what the ranks divide among themselves they gather back,
     which is what makes W ranks exactly one W = 1 agent:
       - rollout, evaluate: every unit is all-gathered once at the start of the call and kept gathered to its end
-        (`agents.sharding.gathered`), so generation runs on the full weights with no collective per forward. With
-        rollout.sample_stream=row the ranks split the rows and all-gather the responses (`RankSlicedEngine`): each
-        row draws from its own stream, so the split draws what W = 1 draws. With the default agent stream every rank
-        generates every row (one stream for the batch: splitting the rows would change the samples). Scoring the
-        rollouts (old and reference log-probs) splits its rows over the ranks either way (`rank_sliced_logprobs`:
-        W = 1's log-probs to float32 rounding); rank 0's results are returned. A vLLM agent generates in
-        its engines (W / T data-parallel replicas of T tensor-parallel ranks, each replica its share of the rows,
-        all-gathered: rollout.vllm.Layout) and scores every row on every rank, unit by unit.
-      - reward: rank r grades its `rank_rows` of the rollouts (the rows it generated when generation is split) and
-        the ranks gather the rewards (`step.collect_rollouts`).
+        (`agents.sharding.gathered`), so generation runs on the full weights with no collective per forward. The
+        ranks split the rows and all-gather the responses (`RankSlicedEngine`): each row's draws depend only on
+        (call seed, row, step) (rollout.sampler=counter), so the split draws what W = 1 draws. Scoring the
+        rollouts (old and reference log-probs) splits its rows over the ranks too (`rank_sliced_logprobs`: W = 1's
+        log-probs to float32 rounding); rank 0's results are returned. A vLLM agent generates in its engines (W / T
+        data-parallel replicas of T tensor-parallel ranks, each replica its share of the rows, all-gathered:
+        rollout.vllm.Layout) and scores every row on every rank, unit by unit.
+      - reward: rank r grades its `rank_rows` of the rollouts and the ranks gather the rewards
+        (`step.collect_rollouts`).
       - learn: rank r trains on its share of each mini-batch's rows, split by tokens (`step.update`: W·loss_r, so
         FSDP's averaged gradient is the W = 1 gradient of the whole mini-batch); each rank steps AdamW on its shard.
     """
@@ -165,9 +164,8 @@ class AgentWorker:
             )  # fmt: skip
             self.generating_ranks = RankGroup(layout.replica, layout.data_parallel)  # its replica's rows (Layout.rows)
             return  # its scoring forwards are collectives (no `gathered`): every rank scores every row
-        if rollout.sample_stream == "row":
-            agent.engine = RankSlicedEngine(agent.engine)
-            self.generating_ranks = self.rank_group
+        agent.engine = RankSlicedEngine(agent.engine)
+        self.generating_ranks = self.rank_group
         self.score, self.scoring_ranks = rank_sliced_logprobs, self.rank_group
 
     def rollout(self, problems: Sequence[Problem], group_size: int) -> tuple[SharedRollouts, dict[str, float]]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 import torch
 
@@ -124,12 +126,12 @@ def test_unknown_pretrained_model_is_one_line():
     assert GIB == 2**30
 
 
-def test_the_row_stream_splits_a_sharded_agents_generation_batch():
-    """With rollout.sample_stream=row each of W ranks generates ⌈rows / W⌉ rows: its KV cache term is 1/W of the
-    agent stream's (which generates every row on every rank); the update peak does not change."""
+def test_a_sharded_hf_agent_splits_its_generation_batch():
+    """Each of W ranks of an hf agent generates ⌈rows / W⌉ rows: its KV cache term is 1/W of the one of an agent that
+    would generate every row on every rank (split_rows off); the update peak does not change."""
     common = ["experiment=paper_qwen3_4b_8b", "rollout.max_batch_size=1024"]
-    agent = {m.name: m for m in estimate(preflight(common))}["qwen3_8b"]
-    split = {m.name: m for m in estimate(preflight([*common, "rollout.sample_stream=row"]))}["qwen3_8b"]
+    split = {m.name: m for m in estimate(preflight(common))}["qwen3_8b"]
+    agent = replace(split, work=replace(split.work, split_rows=False))
     rows = agent.work.rollout_rows
     assert split.work.split_rows and not agent.work.split_rows and rows % 4 == 0
     kv = rows * agent.work.seq_len * agent.kv_per_token

@@ -12,7 +12,6 @@ OVERRIDES = [
     "agents=solo",
     "algorithm=gspo",
     "agents.members.opt_char.warm_start.steps=0",
-    "rollout.sample_stream=row",
     "rollout.max_new_tokens=12",
     "tracking.backend=none",
 ]
@@ -44,7 +43,7 @@ def _rank(rank: int, ports, folder: str) -> None:
     prompts = [agent.prompt_ids(p.prompt) for p in task.train_problems(1, 3)]
     sampling = SamplingSettings(temperature=1.0, max_new_tokens=12)
     torch.manual_seed(11)
-    expected = agent.engine.generate(prompts, 3, sampling)  # W = 1, the row stream: 9 rows
+    expected = agent.engine.generate(prompts, 3, sampling)  # W = 1, the counter sampler: 9 rows
     scoring = (expected.prompt_ids, expected.response_ids, agent.pad_id, 4, 0.7)  # chunks of 4, 4, 1 rows
     expected_logp = batched_response_logprobs(agent.model, *scoring)
     torch.manual_seed(12)

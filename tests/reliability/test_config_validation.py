@@ -144,19 +144,13 @@ def test_evaluate_out_of_range_names_key_value_and_range(key, value, spec):
         ("task.bad_rows=skp", "task.bad_rows='skp' is not one of ['error', 'skip']. Did you mean 'skip'?"),
         (f"{AGENT}.alpha_from.gpt2_bpe=2", f"{AGENT}.alpha_from.gpt2_bpe is not set yet; add a new entry with +"),
         (f"+{AGENT}.alpha_from.gpt2_bpe=101", f"{AGENT}.alpha_from.gpt2_bpe=101.0 is out of range; allowed [0, 100]"),
-        ("rollout.sample_stream=rows", "rollout.sample_stream='rows' is not one of ['agent', 'row']. Did you mean"),
+        ("rollout.sampler=counters", "rollout.sampler='counters' is not one of ['counter', 'multinomial']. Did you"),
     ],
 )
 def test_wrong_type_and_unknown_keys(override, message):
     with pytest.raises(ConfigError) as info:
         preflight([override])
     assert str(info.value).startswith(message)
-
-
-def test_row_sample_stream_is_for_the_hf_backend_only():
-    with pytest.raises(ConfigError, match="rollout.sample_stream=row is built for rollout=hf only"):
-        preflight(["rollout=vllm", "rollout.sample_stream=row"])
-    assert preflight(["rollout.sample_stream=row"]).rollout.sample_stream == "row"
 
 
 def test_offloaded_agents_are_refused_a_vllm_engine():

@@ -290,19 +290,25 @@ def test_a_moved_store_is_refused_and_a_new_one_gets_the_runs_again(copy, finish
     assert values(runs) == pytest.approx(values(reference), rel=1e-6, abs=1e-6)  # replayed steps 0-2, step 3 again
 
 
-def test_a_checkpoint_from_before_a_key_existed_resumes_at_the_keys_old_behaviour():
-    """rollout.sample_stream came after checkpoints were written: at `agent` (what they sampled with) it is left out
-    of the comparison; `row` samples otherwise and is refused."""
+def test_a_checkpoint_from_before_the_counter_sampler_resumes_with_its_sampler_or_is_refused():
+    """Before issue 36 checkpoints recorded rollout.sample_stream (agent or row) and rollout.sampler=multinomial (or
+    held neither key). One that sampled by multinomial from the agent stream resumes with rollout.sampler=multinomial;
+    under the new default (counter) it is refused, naming the key; a row-stream one is refused either way."""
     from hacrl_exp.trainer.runfolder import check_same_config, config_hash, config_params
 
-    params = config_params(preflight(OVERRIDES))
-    old = json.loads(json.dumps(params))
-    del old["rollout"]["sample_stream"]  # the config as a checkpoint written before the key recorded it
+    multinomial = config_params(preflight([*OVERRIDES, "rollout.sampler=multinomial"]))
+    for recorded in ({"sample_stream": "agent", "sampler": "multinomial"}, {}):
+        old = json.loads(json.dumps(multinomial))
+        old["rollout"].pop("sampler")
+        old["rollout"].update(recorded)
+        state = {"config": old, "config_hash": config_hash(old)}
+        check_same_config(multinomial, state, "old-run")
+        with pytest.raises(ConfigError, match=r"in rollout.sampler \(<unset> → counter\)"):
+            check_same_config(config_params(preflight(OVERRIDES)), state, "old-run")
+    old["rollout"]["sample_stream"] = "row"
     state = {"config": old, "config_hash": config_hash(old)}
-    check_same_config(params, state, "old-run")
-    row = config_params(preflight([*OVERRIDES, "rollout.sample_stream=row"]))
-    with pytest.raises(ConfigError, match=r"in rollout.sample_stream \(<unset> → row\)"):
-        check_same_config(row, state, "old-run")
+    with pytest.raises(ConfigError, match=r"in rollout.sample_stream \(row → <unset>\)"):
+        check_same_config(multinomial, state, "old-run")
 
 
 def test_a_checkpoint_from_before_issue_27s_keys_resumes_at_their_defaults():

@@ -8,7 +8,7 @@ import torch
 
 from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
 from hacrl_exp.rollout.base import SamplingSettings
-from hacrl_exp.rollout.hf import HFRolloutEngine, row_seeds
+from hacrl_exp.rollout.hf import HFRolloutEngine
 
 TOKENIZER = build_tokenizer("char", "0123456789+=,|")
 GREEDY = SamplingSettings(temperature=0.0, max_new_tokens=8)
@@ -29,13 +29,13 @@ def test_sorted_chunks_return_rows_in_the_given_order(arch):
     whole = HFRolloutEngine(m, TOKENIZER).generate(prompts(), 2, GREEDY)  # one chunk, no sorting
     sorted_engine = HFRolloutEngine(m, TOKENIZER, max_batch_size=3, sort_rows=True)
     assert sorted_engine.generate(prompts(), 2, GREEDY).response_ids == whole.response_ids
-    # the row stream: each row draws from its own generator, so sorting does not change any row's sample
+    # the counter sampler: a row's draws depend on (call seed, row, step) alone, so sorting changes no row's sample
     rows = [p for p in prompts() for _ in range(2)]
-    seeds, width = row_seeds(7, len(rows)), max(len(r) for r in rows)
+    width = max(len(r) for r in rows)
     sampling = SamplingSettings(temperature=1.0, max_new_tokens=8)
-    plain = HFRolloutEngine(m, TOKENIZER, sample_stream="row").generate_rows(rows, sampling, seeds, width)
-    sorted_rows = HFRolloutEngine(m, TOKENIZER, max_batch_size=5, sample_stream="row", sort_rows=True)
-    assert sorted_rows.generate_rows(rows, sampling, seeds, width).response_ids == plain.response_ids
+    plain = HFRolloutEngine(m, TOKENIZER).generate_rows(rows, sampling, 7, 0, width)
+    sorted_rows = HFRolloutEngine(m, TOKENIZER, max_batch_size=5, sort_rows=True)
+    assert sorted_rows.generate_rows(rows, sampling, 7, 0, width).response_ids == plain.response_ids
 
 
 def test_static_cache_decodes_what_the_dynamic_cache_does():

@@ -19,8 +19,14 @@ from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
 from hacrl_exp.config.schema import VLLMConfig
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.rollout.base import SamplingSettings
-from hacrl_exp.rollout.hf import HFRolloutEngine, split_response
-from hacrl_exp.rollout.vllm import rollouts_from_outputs, sampling_kwargs, tokens_prompts
+from hacrl_exp.rollout.hf import HFRolloutEngine, row_seed, split_response
+from hacrl_exp.rollout.vllm import (
+    VLLMRolloutEngine,
+    rollouts_from_outputs,
+    row_requests,
+    sampling_kwargs,
+    tokens_prompts,
+)
 from hacrl_exp.trainer.validate import preflight
 
 TOKENIZER = build_tokenizer("char", "0123456789+=,|")
@@ -131,7 +137,6 @@ def test_vllm_backend_without_vllm_is_one_config_error_with_exit_code_2(capsys):
     assert exit_info.value.code == 2
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and 'pip install -e ".[gpu]"' in err and "rollout.backend=vllm" in err
-    from hacrl_exp.rollout.vllm import VLLMRolloutEngine
 
     model = build_tiny_model("llama", TOKENIZER, 16, 1, 2)
     with pytest.raises(ConfigError, match=r"needs vLLM, which does not import .*\.\[gpu\]"):
@@ -145,6 +150,62 @@ def test_vllm_sampling_params_accept_the_mapping():
         params = vllm.SamplingParams(**kwargs)
         assert (params.n, params.max_tokens, params.temperature) == (2, sampling.max_new_tokens, kwargs["temperature"])
         assert list(params.stop_token_ids) == [EOS]
+    seeded = vllm.SamplingParams(**row_requests([[4]], SETTINGS[1], EOS, call_seed=3)[1][0])
+    assert seeded.seed == row_seed(3, 0)
+
+
+def test_each_row_is_one_request_seeded_from_the_call_seed_and_its_index_in_the_call():
+    rows = [[4, 5], [4, 5], [6], [6], [7, 8, 9], [7, 8, 9]]
+    sampling = SamplingSettings(temperature=0.7, top_p=0.9, max_new_tokens=5)
+    prompts, requests = row_requests(rows, sampling, EOS, call_seed=99)
+    assert prompts == tokens_prompts(rows)
+    assert [r["seed"] for r in requests] == [row_seed(99, i) for i in range(6)]
+    assert len({r["seed"] for r in requests}) == 6 and all(0 <= r["seed"] < 2**63 for r in requests)
+    assert all({**r, "seed": None} == {**sampling_kwargs(sampling, 1, EOS), "seed": None} for r in requests)
+    # a replica that serves rows [2, 6) of the call sends exactly those rows' requests
+    assert row_requests(rows[2:], sampling, EOS, 99, first_row=2) == (prompts[2:], requests[2:])
+    greedy = SamplingSettings(temperature=0.0, max_new_tokens=5)
+    assert [r["seed"] for r in row_requests(rows, greedy, EOS, None)[1]] == [None] * 6
+
+
+class FakeSamplingParams:  # the fields the fake engine reads; vllm.SamplingParams where vllm imports
+    def __init__(self, **kwargs):
+        self.__dict__.update(kwargs)
+
+
+class FakeLLM:
+    """vllm.LLM.generate as far as seeds go: each request draws from its own generator, seeded by its seed."""
+
+    def generate(self, prompts, sampling_params, use_tqdm=False):
+        assert len(prompts) == len(sampling_params) and all(p.n == 1 for p in sampling_params)
+        outputs = []
+        for params in sampling_params:
+            generator = torch.Generator().manual_seed(params.seed)
+            ids = torch.randint(4, 14, (params.max_tokens,), generator=generator).tolist()
+            outputs.append(Request([Completion(0, ids, "length")]))
+        return outputs
+
+
+def fake_engine() -> VLLMRolloutEngine:
+    """A VLLMRolloutEngine around `FakeLLM` (the real constructor needs vLLM and a CUDA GPU)."""
+    engine = VLLMRolloutEngine.__new__(VLLMRolloutEngine)
+    engine.llm, engine._vllm = FakeLLM(), type("vllm", (), {"SamplingParams": FakeSamplingParams})
+    engine.settings, engine.stale, engine._sleeping = VLLMConfig(sleep_level=0), False, set()
+    engine.tokenizer, engine.pad_id, engine.stop_ids = TOKENIZER, PAD, (EOS,)
+    return engine
+
+
+def test_the_engine_takes_one_call_seed_from_the_agent_stream_and_seeds_each_row():
+    engine, prompts = fake_engine(), [[4, 5], [6], [7, 8, 9]]
+    sampling = SamplingSettings(max_new_tokens=4)
+    torch.manual_seed(5)
+    out = engine.generate(prompts, 2, sampling)
+    torch.manual_seed(5)
+    call_seed = int(torch.randint(0, 2**63 - 1, (1,)).item())
+    expected = [torch.randint(4, 14, (4,), generator=torch.Generator().manual_seed(row_seed(call_seed, r))).tolist()
+                for r in range(6)]  # fmt: skip
+    assert out.response_ids == expected and out.prompt_ids == [p for p in prompts for _ in range(2)]
+    assert out.response_ids[0] != out.response_ids[1]  # two rows of one prompt: two seeds
 
 
 def test_vllm_output_classes_map_to_rollouts():

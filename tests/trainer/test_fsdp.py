@@ -1,7 +1,7 @@
 """Sharded agents (FSDP2 over a gloo rank group of Ray actors), placed on named nodes of a (simulated) two-node Ray
 cluster (one agent's two ranks on different nodes), land there and give the run of unsharded ones, generating
-data-parallel over their ranks (rollout.sample_stream=row); a sharded run that generates every row on every rank
-(the default agent stream), killed with SIGKILL, resumes to the unsharded run's metrics.
+data-parallel over their ranks (the counter sampler, rollout.hf); a sharded run killed with SIGKILL resumes to the
+unsharded run's metrics.
 
 Every run is the tiny pair of tests/e2e/tiny.py, shrunk further (2 prompts × G 4, 16 new tokens), float32 on CPU.
 """
@@ -42,7 +42,6 @@ BASE = [
     "tracking.backend=none",
 ]
 SHARDED = ["executor=ray", "executor.num_cpus=3", "agents.members.opt_char.world_size=2"]  # 2 + 1 actors
-ROW_STREAMS = ["rollout.sample_stream=row"]
 
 
 def same(x, y) -> bool:
@@ -78,7 +77,7 @@ def unsharded(tmp_path_factory) -> Path:
     return run
 
 
-def test_an_agent_sharded_over_two_ranks_on_two_nodes_matches_the_unsharded_run(tmp_path):
+def test_an_agent_sharded_over_two_ranks_on_two_nodes_matches_the_unsharded_run(unsharded, tmp_path):
     """opt_char at W = 2 (FSDP2, gloo; its rollouts and evaluations split over the two ranks) next to gpt2_bpe at
     W = 1 gives the same metrics, evaluations and weights as both unsharded, on a two-node cluster
     (ray.cluster_utils.Cluster: a head without CPUs and nodes with custom resources node_a and node_b): opt_char's
@@ -103,11 +102,9 @@ def test_an_agent_sharded_over_two_ranks_on_two_nodes_matches_the_unsharded_run(
                 "agents.members.opt_char.placement=[node_a,node_b]",
                 "agents.members.gpt2_bpe.placement=node_a",
             ]
-            summary = train(preflight([*BASE, *ROW_STREAMS, *SHARDED, *placed]), tmp_path / "sharded")
+            summary = train(preflight([*BASE, *SHARDED, *placed]), tmp_path / "sharded")
         finally:
             cluster.shutdown()
-    unsharded = tmp_path / "unsharded"
-    train(preflight([*BASE, *ROW_STREAMS]), unsharded)
     assert summary["placement"] == {"opt_char": [node_a.node_id, node_b.node_id], "gpt2_bpe": [node_a.node_id]}
     rows = read_metrics(tmp_path / "sharded" / "metrics.jsonl")
     assert compared(read_metrics(unsharded / "metrics.jsonl"), rows) > 50
@@ -140,8 +137,7 @@ def test_an_agent_sharded_over_two_ranks_on_two_nodes_matches_the_unsharded_run(
 def test_a_sharded_run_killed_and_resumed_ends_with_the_uninterrupted_metrics(unsharded, tmp_path):
     """SIGKILL (the crash point after checkpoint 2's files, DCP shards included, are written but not published),
     then resume: checkpoint 1 is taken, and the run ends with the unsharded uninterrupted run's metrics and
-    weights. Both ranks generate every row here (the default agent stream), so this is also that path's W = 2 ≡
-    W = 1 test."""
+    weights."""
     run = tmp_path / "run"
     overrides = [*BASE, *SHARDED, "trainer.checkpoint_every=1"]
     env = {**os.environ, CRASH_ENV: "checkpoint:2", "PYTHONPATH": str(REPO)}
