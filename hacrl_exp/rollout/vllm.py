@@ -86,20 +86,12 @@ def sampling_kwargs(sampling: SamplingSettings, n: int, stop_ids: int | Sequence
     return kwargs
 
 
-def row_requests(
-    rows: Sequence[Sequence[int]],
-    sampling: SamplingSettings,
-    stop_ids: int | Sequence[int],
-    call_seed: int | None,
-    first_row: int = 0,
-) -> tuple[list[dict[str, list[int]]], list[dict[str, Any]]]:
-    """One vLLM request per row (n = 1): its TokensPrompt and its SamplingParams keyword arguments, whose seed is
-    `hf.row_seed(call_seed, first_row + i)` for row i of `rows` (row first_row + i of the whole call; None when
-    greedy). A row's request, seed included, is then the same whichever rank or replica serves it. The rows of a
-    prompt share its KV blocks through vLLM's prefix cache, as the n children of one request would."""
-    kwargs = sampling_kwargs(sampling, 1, stop_ids)
-    seeds = [None if call_seed is None else row_seed(call_seed, first_row + i) for i in range(len(rows))]
-    return tokens_prompts(rows), [{**kwargs, "seed": seed} for seed in seeds]
+def request_seeds(call_seed: int | None, count: int, first_row: int = 0) -> list[int | None]:
+    """The SamplingParams seed of each of `count` rows, one request per row (n = 1): `hf.row_seed(call_seed,
+    first_row + i)` for row i (row first_row + i of the whole call; None when greedy, `call_seed` None). A row's
+    request, seed included, is then the same whichever rank or replica serves it. The rows of a prompt share its KV
+    blocks through vLLM's prefix cache, as the n children of one request would."""
+    return [None if call_seed is None else row_seed(call_seed, first_row + i) for i in range(count)]
 
 
 def tokens_prompts(prompt_ids: Sequence[Sequence[int]]) -> list[dict[str, list[int]]]:
@@ -310,10 +302,11 @@ class VLLMRolloutEngine:
         rows = [list(p) for p in prompt_ids for _ in range(n)]
         low, high = self.layout.rows(len(rows))
         call_seed = None if sampling.greedy else int(torch.randint(0, 2**63 - 1, (1,)).item())  # the agent stream's
-        prompts, requests = row_requests(rows[low:high], sampling, self.stop_ids, call_seed, first_row=low)
-        params = [self._vllm.SamplingParams(**kwargs) for kwargs in requests]
+        kwargs = sampling_kwargs(sampling, 1, self.stop_ids)
+        seeds = request_seeds(call_seed, high - low, first_row=low)
+        params = [self._vllm.SamplingParams(**kwargs, seed=seed) for seed in seeds]
         # a replica with no rows still calls generate: vLLM's data-parallel replicas step together
-        outputs = self.llm.generate(prompts, sampling_params=params, use_tqdm=False)
+        outputs = self.llm.generate(tokens_prompts(rows[low:high]), sampling_params=params, use_tqdm=False)
         level = self.settings.sleep_level
         if level:
             self.llm.sleep(level=level)

@@ -110,6 +110,7 @@ class LLM:
             assert tensor_parallel_size == data_parallel == 1, "parallel engines need the external launcher here"
         self.sleeping: set[str] = set()
         self.requests: list[list[list[int]]] = []
+        self.params: list[list[SamplingParams]] = []  # per generate call, each request's
         self.calls: list[str] = []
         LLM.engines.append(self)
 
@@ -133,13 +134,18 @@ class LLM:
         self.calls.append("reset_prefix_cache")
         return True
 
-    def generate(self, prompts, sampling_params: SamplingParams | None = None, *, use_tqdm=True) -> list:
+    def generate(self, prompts, sampling_params=None, *, use_tqdm=True) -> list:
+        """sampling_params: one SamplingParams for every prompt, or a list of one per prompt (as vLLM takes)."""
         assert not self.sleeping, f"generate while {sorted(self.sleeping)} asleep"
-        params = sampling_params or SamplingParams()
-        self.calls.append("generate")
         rows = [list(p["prompt_token_ids"]) for p in prompts]
+        params = (
+            sampling_params if isinstance(sampling_params, list) else [sampling_params or SamplingParams()] * len(rows)
+        )
+        assert len(params) == len(rows), "vLLM wants one SamplingParams per prompt, or one for all"
+        self.calls.append("generate")
         self.requests.append(rows)
-        return [self._answer(i, row, params) for i, row in enumerate(rows)]
+        self.params.append(params)
+        return [self._answer(i, row, p) for i, (row, p) in enumerate(zip(rows, params))]
 
     def _answer(self, i: int, prompt: list[int], params: SamplingParams) -> RequestOutput:
         stops = list(params.stop_token_ids or [])

@@ -21,9 +21,10 @@ from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.rollout.hf import HFRolloutEngine, row_seed, split_response
 from hacrl_exp.rollout.vllm import (
+    Layout,
     VLLMRolloutEngine,
+    request_seeds,
     rollouts_from_outputs,
-    row_requests,
     sampling_kwargs,
     tokens_prompts,
 )
@@ -150,22 +151,17 @@ def test_vllm_sampling_params_accept_the_mapping():
         params = vllm.SamplingParams(**kwargs)
         assert (params.n, params.max_tokens, params.temperature) == (2, sampling.max_new_tokens, kwargs["temperature"])
         assert list(params.stop_token_ids) == [EOS]
-    seeded = vllm.SamplingParams(**row_requests([[4]], SETTINGS[1], EOS, call_seed=3)[1][0])
+    seeded = vllm.SamplingParams(**sampling_kwargs(SETTINGS[1], 1, EOS), seed=request_seeds(3, 1)[0])
     assert seeded.seed == row_seed(3, 0)
 
 
 def test_each_row_is_one_request_seeded_from_the_call_seed_and_its_index_in_the_call():
-    rows = [[4, 5], [4, 5], [6], [6], [7, 8, 9], [7, 8, 9]]
-    sampling = SamplingSettings(temperature=0.7, top_p=0.9, max_new_tokens=5)
-    prompts, requests = row_requests(rows, sampling, EOS, call_seed=99)
-    assert prompts == tokens_prompts(rows)
-    assert [r["seed"] for r in requests] == [row_seed(99, i) for i in range(6)]
-    assert len({r["seed"] for r in requests}) == 6 and all(0 <= r["seed"] < 2**63 for r in requests)
-    assert all({**r, "seed": None} == {**sampling_kwargs(sampling, 1, EOS), "seed": None} for r in requests)
-    # a replica that serves rows [2, 6) of the call sends exactly those rows' requests
-    assert row_requests(rows[2:], sampling, EOS, 99, first_row=2) == (prompts[2:], requests[2:])
-    greedy = SamplingSettings(temperature=0.0, max_new_tokens=5)
-    assert [r["seed"] for r in row_requests(rows, greedy, EOS, None)[1]] == [None] * 6
+    seeds = request_seeds(99, 6)
+    assert seeds == [row_seed(99, i) for i in range(6)]
+    assert len(set(seeds)) == 6 and all(0 <= seed < 2**63 for seed in seeds)
+    # a replica that serves rows [2, 6) of the call sends exactly those rows' seeds
+    assert request_seeds(99, 4, first_row=2) == seeds[2:]
+    assert request_seeds(None, 6) == [None] * 6  # greedy
 
 
 class FakeSamplingParams:  # the fields the fake engine reads; vllm.SamplingParams where vllm imports
@@ -192,6 +188,7 @@ def fake_engine() -> VLLMRolloutEngine:
     engine.llm, engine._vllm = FakeLLM(), type("vllm", (), {"SamplingParams": FakeSamplingParams})
     engine.settings, engine.stale, engine._sleeping = VLLMConfig(sleep_level=0), False, set()
     engine.tokenizer, engine.pad_id, engine.stop_ids = TOKENIZER, PAD, (EOS,)
+    engine.layout = Layout.of(1, 1)  # one unsharded engine
     return engine
 
 

@@ -83,6 +83,7 @@ def _rank(rank: int, ports, folder: str) -> None:
     torch.manual_seed(0)
     model = build_tiny_model("llama", TOKENIZER, 16, 1, 2)
     alone = _engine(model, Layout())  # W = 1: every row in one engine
+    torch.manual_seed(1)  # each call takes its seed from the torch stream: every layout below starts from this one
     expected = [alone.generate(PROMPTS, 2, SAMPLING), alone.generate(PROMPTS[:1], 1, SAMPLING)]
     listening = store_socket() if rank == 0 else None
     if rank == 0:
@@ -94,6 +95,7 @@ def _rank(rank: int, ports, folder: str) -> None:
     result = {"expected": [(e.prompt_ids, e.response_ids, e.texts, e.finished) for e in expected]}
     for tp in (1, 2, 4):
         engine = _engine(model, Layout(WORLD, tp, rank))
+        torch.manual_seed(1)
         got = [engine.generate(PROMPTS, 2, SAMPLING), engine.generate(PROMPTS[:1], 1, SAMPLING)]
         result[tp] = {
             "got": [(g.prompt_ids, g.response_ids, g.texts, g.finished) for g in got],
