@@ -88,8 +88,9 @@ def splitmix64(state: torch.Tensor) -> torch.Tensor:
     """splitmix64's output for each int64 state (Steele, Lea & Flood 2014), elementwise on the state's device.
 
     z = state + γ; z = (z ⊕ (z ≫ 30)) · m1; z = (z ⊕ (z ≫ 27)) · m2; z ⊕ (z ≫ 31), all mod 2^64 with logical shifts.
-    int64 products wrap mod 2^64 as the unsigned ones do; `>>` on int64 is arithmetic, so each shift masks off the
-    sign bits it copies in. tests/rollout/test_counter_sampler.py holds it to Python's exact arithmetic."""
+    torch's int64 products wrap mod 2^64 (two's complement), as the unsigned ones do; `>>` on int64 is arithmetic, so
+    each shift masks off the sign bits it copies in. tests/rollout/test_counter_sampler.py holds it to Python's exact
+    arithmetic on CPU (not run on a GPU here)."""
     z = state + SPLITMIX_GAMMA
     z = (z ^ ((z >> 30) & ((1 << 34) - 1))) * SPLITMIX_MULTIPLIERS[0]
     z = (z ^ ((z >> 27) & ((1 << 37) - 1))) * SPLITMIX_MULTIPLIERS[1]
@@ -144,10 +145,9 @@ class CounterSampler(LogitsProcessor):
 
     At decoding step t (the t-th call in one `generate`), row i of the batch, whose index in the whole call is
     rows[i] (int64, on the model's device), draws with u = counter_uniforms(row_keys(call_seed, rows), t)[i] from the
-    warped softmax (temperature, top-k,
-    top-p, in `generate(do_sample=True)`'s order). So a row draws the same tokens alone, in any batch, in any chunk
-    or on any rank, given the same logits. Returns 0 for the drawn token and −inf elsewhere, so greedy decoding
-    (do_sample=False) takes it; a finished row draws too, touching no other row."""
+    warped softmax (temperature, top-k, top-p, in `generate(do_sample=True)`'s order). So a row draws the same tokens
+    alone, in any batch, in any chunk or on any rank, given the same logits. Returns 0 for the drawn token and −inf
+    elsewhere, so greedy decoding (do_sample=False) takes it; a finished row draws too, touching no other row."""
 
     def __init__(self, call_seed: int, rows: torch.Tensor, sampling: SamplingSettings) -> None:
         self.keys, self.step = row_keys(call_seed, rows), 0
