@@ -22,6 +22,7 @@ the share of the step's wall time spent inside them (a record lasts until the pe
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import tempfile
 import time
@@ -130,7 +131,10 @@ def ranks(steps: int, world: int, extra: tuple[str, ...] = ()) -> list[dict]:
     with tempfile.TemporaryDirectory() as tmp:
         ctx = mp.get_context("spawn")
         ports = ctx.Queue()
-        procs = [ctx.Process(target=_rank, args=(r, world, ports, steps, tmp, list(extra))) for r in range(world)]
+        # the module by its name: run as `python -m` or by benchmarks.smoke, this file is __main__, which spawned
+        # processes cannot import a function from
+        target = importlib.import_module("benchmarks.sharded_step")._rank
+        procs = [ctx.Process(target=target, args=(r, world, ports, steps, tmp, list(extra))) for r in range(world)]
         for p in procs:
             p.start()
         for p in procs:

@@ -3,8 +3,9 @@ attribute hacrl_exp/rollout/vllm.py uses, and everything the CPU fake (tests/rol
 in the installed vLLM's source (read with ast, never imported: tests/rollout/vllm_contract.py).
 
 vLLM is found with importlib.util.find_spec (which locates a package without importing it), or under
-$HACRL_VLLM_SOURCE (a `pip install --no-deps --target` folder). CI installs the wheel (`pip install --no-deps
-vllm==0.31.0`, .ci/run); where it is absent this module skips with one line. What our module uses is listed by
+$HACRL_VLLM_SOURCE (a `pip install --no-deps --target` folder). CI installs the wheel that way (`pip install
+--no-deps --target .ci-venv/vllm-source vllm==0.31.0`, .ci/run: in the venv itself, TRL would import vLLM's missing
+dependencies); where it is absent this module skips with one line. What our module uses is listed by
 tests/rollout/test_vllm_uses.py, which runs everywhere.
 """
 
