@@ -67,4 +67,5 @@ def test_ci_installs_the_vllm_the_contract_names():
     ci = (Path(__file__).parents[2] / ".ci" / "run").read_text(encoding="utf-8")
     contract = (Path(__file__).parent / "test_vllm_contract.py").read_text(encoding="utf-8")
     pinned = re.search(r'^PINNED = "([0-9.]+)"$', contract, re.M).group(1)
-    assert f'pip install --quiet --no-deps "vllm=={pinned}"' in ci
+    assert f'pip install --quiet --no-deps --target .ci-venv/vllm-source "vllm=={pinned}"' in ci
+    assert 'HACRL_VLLM_SOURCE="$PWD/.ci-venv/vllm-source"' in ci  # off sys.path: the contract test reads it there
