@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torch.multiprocessing as mp
+
+from tests.gloo_ranks import join_cpu_group, run_ranks
 
 WORLD = 2
 OVERRIDES = [
@@ -26,10 +27,8 @@ def _rank(rank: int, ports, folder: str) -> None:
         RankSlicedEngine,
         full_weights,
         gathered,
-        init_rank_group,
         rank_sliced_logprobs,
         shard_agent,
-        store_socket,
     )
     from hacrl_exp.rollout.base import SamplingSettings, compute_device
     from hacrl_exp.tasks import build_task
@@ -49,11 +48,7 @@ def _rank(rank: int, ports, folder: str) -> None:
     torch.manual_seed(12)
     one_row = agent.engine.generate(prompts[:1], 1, sampling)
 
-    listening = store_socket() if rank == 0 else None
-    if rank == 0:
-        ports.put(listening.getsockname()[1])
-    port = listening.getsockname()[1] if listening is not None else ports.get()
-    init_rank_group(rank, WORLD, port, torch.device("cpu"), listening)
+    listening = join_cpu_group(rank, WORLD, ports)
     handed_over = listening is None or listening.fileno() == -1  # the store owns (and will close) the descriptor
     shard_agent(agent, config.agents.members["opt_char"])
     weights = dict(full_weights(agent.model))
@@ -88,14 +83,7 @@ def _rank(rank: int, ports, folder: str) -> None:
 
 
 def test_two_ranks_gather_the_full_weights_and_split_generation_exactly(tmp_path):
-    ctx = mp.get_context("spawn")
-    ports = ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, ports, str(tmp_path))) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=300)
-    assert [p.exitcode for p in procs] == [0, 0]
+    run_ranks(_rank, WORLD, str(tmp_path))
     for rank in range(WORLD):
         result = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
         assert result == {

@@ -8,7 +8,6 @@ import re
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from hacrl_exp.agents.tiny import build_tiny_model
 from hacrl_exp.config.schema import VLLMConfig
@@ -17,6 +16,7 @@ from hacrl_exp.rollout import vllm as rollout_vllm
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.rollout.vllm import Layout, VLLMRolloutEngine
 from hacrl_exp.trainer.validate import preflight
+from tests.gloo_ranks import join_cpu_group, run_ranks
 from tests.rollout import fake_vllm
 from tests.rollout.test_vllm import TOKENIZER
 
@@ -75,8 +75,6 @@ def test_one_engine_syncs_sleeps_and_sends_one_request_per_row(monkeypatch):
 
 
 def _rank(rank: int, ports, folder: str) -> None:
-    from hacrl_exp.agents.sharding import init_rank_group, store_socket
-
     torch.set_num_threads(1)
     fake_vllm.install()
     rollout_vllm.cuda_index = lambda model: 0  # this process's fake "GPU"
@@ -85,13 +83,7 @@ def _rank(rank: int, ports, folder: str) -> None:
     alone = _engine(model, Layout())  # W = 1: every row in one engine
     torch.manual_seed(1)  # each call takes its seed from the torch stream: every layout below starts from this one
     expected = [alone.generate(PROMPTS, 2, SAMPLING), alone.generate(PROMPTS[:1], 1, SAMPLING)]
-    listening = store_socket() if rank == 0 else None
-    if rank == 0:
-        for _ in range(WORLD - 1):
-            ports.put(listening.getsockname()[1])
-    init_rank_group(
-        rank, WORLD, listening.getsockname()[1] if listening else ports.get(), torch.device("cpu"), listening
-    )
+    join_cpu_group(rank, WORLD, ports)
     result = {"expected": [(e.prompt_ids, e.response_ids, e.texts, e.finished) for e in expected]}
     for tp in (1, 2, 4):
         engine = _engine(model, Layout(WORLD, tp, rank))
@@ -108,14 +100,7 @@ def _rank(rank: int, ports, folder: str) -> None:
 
 
 def test_replicas_generate_their_share_and_every_rank_gets_every_row_in_order(tmp_path):
-    ctx = mp.get_context("spawn")
-    ports = ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, ports, str(tmp_path))) for r in range(WORLD)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=300)
-    assert [p.exitcode for p in procs] == [0] * WORLD
+    run_ranks(_rank, WORLD, str(tmp_path))
     results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=False) for r in range(WORLD)]
     rows = [p for p in PROMPTS for _ in range(2)]  # 10 rows, then 1
     for tp in (1, 2, 4):

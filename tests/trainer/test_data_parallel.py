@@ -11,6 +11,7 @@ import torch
 import torch.multiprocessing as mp
 
 from hacrl_exp.agents.ranks import RankGroup, rank_rows, token_shares
+from tests.gloo_ranks import join_cpu_group
 
 SHARE_BOUND = {2: 0.55, 3: 0.48}
 """The most backward tokens a rank may have, as a share of W = 1's: the issue's 0.55 at W = 2; at W = 3 the 10 rows run
@@ -41,17 +42,12 @@ def _agent(kl: bool):
 
 
 def _rank(rank: int, world: int, ports, results) -> None:
-    from hacrl_exp.agents.sharding import full_weights, init_rank_group, shard_agent, store_socket
+    from hacrl_exp.agents.sharding import full_weights, shard_agent
     from hacrl_exp.config.schema import AgentConfig
     from tests.trainer.test_update import ADVANTAGES, make_batch
 
     torch.set_num_threads(1)
-    listening = store_socket() if rank == 0 else None
-    if rank == 0:
-        for _ in range(world - 1):
-            ports.put(listening.getsockname()[1])
-    port = listening.getsockname()[1] if listening is not None else ports.get()
-    init_rank_group(rank, world, port, torch.device("cpu"), listening)
+    join_cpu_group(rank, world, ports)
     out = {}
     for algorithm, kl_coef in CASES:
         alone = _agent(kl_coef > 0)  # W = 1 on the whole batch, in this process
