@@ -8,7 +8,8 @@ Layout of <dir>/step_000042/:
   state.json          step, capability trackers, counters, MLflow run ids and store, the resolved config + hash
   manifest.json       size and SHA-256 of every other file, checked before the checkpoint is used
 A checkpoint is written into a temporary folder, fsynced, then renamed into place; `latest` is
-replaced atomically afterwards. A crash at any point leaves the previous checkpoint intact.
+replaced atomically afterwards; rotated folders are renamed to `.old_step_*` before they are deleted. A crash at any
+point leaves the previous checkpoint intact and never a half-deleted `step_*`.
 Each agent worker writes and reads its own part (`save_agent_state`, `load_agent_state`); with Ray actors on
 several machines the run folder must be on storage every node sees.
 """
@@ -29,6 +30,7 @@ from hacrl_exp.agents.lora import is_lora, load_adapter
 from hacrl_exp.agents.manifest import checkpoint_problem, write_manifest
 from hacrl_exp.faults import crash_point
 from hacrl_exp.paths import check_free_space, output_error, replace_atomic, size_of
+from hacrl_exp.trainer.signals import held
 
 LATEST = "latest"
 
@@ -76,11 +78,15 @@ def save_checkpoint(
             raise
         raise error from None
     crash_point("checkpoint")  # fault-injection hook (hacrl_exp.faults): files written, not yet published
-    shutil.rmtree(final, ignore_errors=True)
-    os.rename(tmp, final)
-    write_text_atomic(root / LATEST, final.name)
-    for old in sorted(root.glob("step_*"))[:-keep] + sorted(root.glob(".tmp_step_*")):  # rotation; a crash's leftovers
-        shutil.rmtree(old, ignore_errors=True)
+    with held():  # a second Ctrl-C waits for these renames: never a published folder without its pointer
+        shutil.rmtree(final, ignore_errors=True)
+        os.rename(tmp, final)
+        write_text_atomic(root / LATEST, final.name)
+        for old in sorted(root.glob("step_*"))[:-keep]:  # rotation: renamed out first, so no half-deleted step_*
+            shutil.rmtree(trash := old.with_name(f".old_{old.name}"), ignore_errors=True)
+            os.rename(old, trash)
+    for leftover in sorted(root.glob(".old_step_*")) + sorted(root.glob(".tmp_step_*")):  # and a crash's leftovers
+        shutil.rmtree(leftover, ignore_errors=True)
     return final
 
 

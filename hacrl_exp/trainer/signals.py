@@ -9,6 +9,9 @@
   inside a library callback where a raised exception would be swallowed (seen: sqlalchemy's garbage-collection hooks
   during model logging). The last checkpoint stays valid (checkpoints are atomic); the child processes (grader
   workers, a private Ray) are terminated; the MLflow runs stay RUNNING until a resume closes them.
+- `held()`: a few renames that must not be cut in two (publishing a checkpoint: its folder, then `latest`). A second
+  signal inside waits for the block's end, milliseconds, then exits as above. (A kill -9 there still can cut them;
+  `find_checkpoint` reads such a run.)
 """
 
 from __future__ import annotations
@@ -17,9 +20,12 @@ import os
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_held = {"depth": 0, "exit": None}  # inside `held()`: how deep, and the (signum, line) of a stop that waits for its end
 
 
 def exit_now(signum: int, line: str) -> None:
@@ -34,6 +40,19 @@ def exit_now(signum: int, line: str) -> None:
     except Exception:  # noqa: BLE001, S110 - exiting is what matters now
         pass
     os._exit(128 + signum)
+
+
+@contextmanager
+def held() -> Iterator[None]:
+    """A block a stop-at-once waits for (a checkpoint's rename and its `latest` pointer): a second signal inside it
+    exits when the block ends, not in the middle."""
+    _held["depth"] += 1
+    try:
+        yield
+    finally:
+        _held["depth"] -= 1
+        if _held["depth"] == 0 and _held["exit"] is not None:
+            exit_now(*_held["exit"])
 
 
 def exit_on_signals(line: str) -> None:
@@ -53,8 +72,12 @@ class StopRequests:
         self._previous: dict[int, object] = {}
 
     def _handle(self, signum: int, frame) -> None:
-        if self.signum is not None:  # the second signal: stop now, wherever the process is
-            exit_now(signum, f"stopped at once; resume from the last checkpoint with trainer.resume={self.output_dir}")
+        if self.signum is not None:  # the second signal: stop now, wherever the process is (after a `held` block)
+            line = f"stopped at once; resume from the last checkpoint with trainer.resume={self.output_dir}"
+            if _held["depth"]:
+                _held["exit"] = (signum, line)
+                return
+            exit_now(signum, line)
         self.signum = signum
         name = signal.Signals(signum).name
         print(

@@ -105,6 +105,26 @@ def test_a_second_ctrl_c_stops_at_once_and_keeps_the_last_checkpoint(tmp_path):
     assert check_checkpoints(run) >= 1
 
 
+HELD = """
+import os, signal, sys
+from pathlib import Path
+from hacrl_exp.trainer.signals import StopRequests, held
+with StopRequests(Path("run")):
+    with held():
+        os.kill(os.getpid(), signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)  # the stop at once: it waits for the block
+        print("block ended", flush=True)
+    print("ran past the block", flush=True)
+"""
+
+
+def test_a_second_ctrl_c_inside_a_held_block_exits_when_the_block_ends():
+    """CI once caught both Ctrl-Cs between a checkpoint's rename and its `latest`; `held` keeps the two together."""
+    done = subprocess.run([sys.executable, "-c", HELD], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 130 and done.stdout == "block ended\n", (done.stdout, done.stderr)
+    assert last_line(done.stderr) == "stopped at once; resume from the last checkpoint with trainer.resume=run"
+
+
 def logged_models(store: str, experiment: str) -> list[str]:
     from mlflow.tracking import MlflowClient
 
