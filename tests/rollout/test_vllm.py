@@ -1,8 +1,9 @@
 """The vLLM backend's request/response mapping, its parity with the HF backend, and its install/GPU errors.
 
-The mapping is tested on stand-in output objects everywhere, and against vLLM's own classes where vllm imports
-(CI installs the wheel without its dependencies, for tests/rollout/test_vllm_contract.py: there it does not import);
-the engine itself needs vLLM and a CUDA GPU, and those tests skip with the reason otherwise.
+The mapping is tested on the output classes of the CPU fake of vLLM (tests/rollout/fake_vllm.py, checked against
+vLLM's source by tests/rollout/test_vllm_contract.py) everywhere, and against vLLM's own classes where vllm imports
+(CI installs the wheel without its dependencies: there it does not import); the engine's seeding runs the real
+constructor around the fake; the engine on real vLLM needs a CUDA GPU, and those tests skip with the reason otherwise.
 """
 
 import functools
@@ -10,18 +11,17 @@ import importlib.util
 import random
 import subprocess
 import sys
-from dataclasses import dataclass, field
 
 import pytest
 import torch
 
+import hacrl_exp.rollout.vllm as rollout_vllm
 from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
 from hacrl_exp.config.schema import VLLMConfig
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.rollout.hf import HFRolloutEngine, row_seed, split_response
 from hacrl_exp.rollout.vllm import (
-    Layout,
     VLLMRolloutEngine,
     request_seeds,
     rollouts_from_outputs,
@@ -29,6 +29,7 @@ from hacrl_exp.rollout.vllm import (
     tokens_prompts,
 )
 from hacrl_exp.trainer.validate import preflight
+from tests.rollout import fake_vllm
 
 TOKENIZER = build_tokenizer("char", "0123456789+=,|")
 EOS, PAD = TOKENIZER.eos_token_id, TOKENIZER.pad_token_id
@@ -61,16 +62,13 @@ def importable_vllm():
     return vllm
 
 
-@dataclass
-class Completion:  # stand-in for vllm.CompletionOutput where vllm cannot import: the fields the mapping reads
-    index: int
-    token_ids: list[int]
-    finish_reason: str | None
+def Completion(index: int, token_ids: list[int], finish_reason: str | None) -> fake_vllm.CompletionOutput:
+    """vllm.CompletionOutput as the fake engine builds it (where vllm cannot import): the fields the mapping reads."""
+    return fake_vllm.CompletionOutput(index, "", token_ids, None, None, finish_reason)
 
 
-@dataclass
-class Request:  # stand-in for vllm.RequestOutput
-    outputs: list[Completion] = field(default_factory=list)
+def Request(outputs: list) -> fake_vllm.RequestOutput:
+    return fake_vllm.RequestOutput("0", None, None, None, outputs, True)
 
 
 SETTINGS = [
@@ -164,45 +162,26 @@ def test_each_row_is_one_request_seeded_from_the_call_seed_and_its_index_in_the_
     assert request_seeds(None, 6) == [None] * 6  # greedy
 
 
-class FakeSamplingParams:  # the fields the fake engine reads; vllm.SamplingParams where vllm imports
-    def __init__(self, **kwargs):
-        self.__dict__.update(kwargs)
+def fake_engine(monkeypatch) -> VLLMRolloutEngine:
+    """The real VLLMRolloutEngine around the CPU fake of vLLM (tests/rollout/fake_vllm.py; vLLM itself needs CUDA)."""
+    monkeypatch.setitem(sys.modules, "vllm", fake_vllm)
+    monkeypatch.setattr(rollout_vllm, "cuda_index", lambda model: 0)  # the fake runs on the CPU
+    monkeypatch.setenv("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+    monkeypatch.setenv("VLLM_HOST_IP", "127.0.0.1")
+    model = build_tiny_model("llama", TOKENIZER, 16, 1, 2)
+    return VLLMRolloutEngine(model, TOKENIZER, VLLMConfig(sleep_level=0), dtype="float32")
 
 
-class FakeLLM:
-    """vllm.LLM.generate as far as seeds go: each request draws from its own generator, seeded by its seed."""
-
-    def generate(self, prompts, sampling_params, use_tqdm=False):
-        assert len(prompts) == len(sampling_params) and all(p.n == 1 for p in sampling_params)
-        outputs = []
-        for params in sampling_params:
-            generator = torch.Generator().manual_seed(params.seed)
-            ids = torch.randint(4, 14, (params.max_tokens,), generator=generator).tolist()
-            outputs.append(Request([Completion(0, ids, "length")]))
-        return outputs
-
-
-def fake_engine() -> VLLMRolloutEngine:
-    """A VLLMRolloutEngine around `FakeLLM` (the real constructor needs vLLM and a CUDA GPU)."""
-    engine = VLLMRolloutEngine.__new__(VLLMRolloutEngine)
-    engine.llm, engine._vllm = FakeLLM(), type("vllm", (), {"SamplingParams": FakeSamplingParams})
-    engine.settings, engine.stale, engine._sleeping = VLLMConfig(sleep_level=0), False, set()
-    engine.tokenizer, engine.pad_id, engine.stop_ids = TOKENIZER, PAD, (EOS,)
-    engine.layout = Layout.of(1, 1)  # one unsharded engine
-    return engine
-
-
-def test_the_engine_takes_one_call_seed_from_the_agent_stream_and_seeds_each_row():
-    engine, prompts = fake_engine(), [[4, 5], [6], [7, 8, 9]]
-    sampling = SamplingSettings(max_new_tokens=4)
+def test_the_engine_takes_one_call_seed_from_the_agent_stream_and_seeds_each_row(monkeypatch):
+    engine, prompts = fake_engine(monkeypatch), [[4, 5], [6], [7, 8, 9]]
     torch.manual_seed(5)
-    out = engine.generate(prompts, 2, sampling)
+    out = engine.generate(prompts, 2, SamplingSettings(max_new_tokens=4))
     torch.manual_seed(5)
     call_seed = int(torch.randint(0, 2**63 - 1, (1,)).item())
-    expected = [torch.randint(4, 14, (4,), generator=torch.Generator().manual_seed(row_seed(call_seed, r))).tolist()
-                for r in range(6)]  # fmt: skip
-    assert out.response_ids == expected and out.prompt_ids == [p for p in prompts for _ in range(2)]
-    assert out.response_ids[0] != out.response_ids[1]  # two rows of one prompt: two seeds
+    requests = engine.llm.params[-1]
+    assert [p.seed for p in requests] == [row_seed(call_seed, r) for r in range(6)] and {p.n for p in requests} == {1}
+    assert engine.llm.requests[-1] == [p for p in prompts for _ in range(2)] == out.prompt_ids
+    assert out.response_ids[0] != out.response_ids[1]  # two rows of one prompt: two seeds, two draws
 
 
 def test_vllm_output_classes_map_to_rollouts():
