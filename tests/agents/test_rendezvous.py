@@ -11,10 +11,10 @@ import socket
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 
 from hacrl_exp.agents.sharding import LOOPBACK, _interfaces, interface_of, rendezvous_host, store_socket
 from hacrl_exp.errors import ConfigError
+from tests.gloo_ranks import run_ranks
 
 
 def test_the_rendezvous_is_loopback_on_one_node_and_rank_zeros_address_across_nodes():
@@ -61,7 +61,7 @@ def _outside_address() -> tuple[str, str] | None:
     return None
 
 
-def _rank(rank: int, host: str, ports, folder: str) -> None:
+def _rank(rank: int, ports, host: str, folder: str) -> None:
     from hacrl_exp.agents.sharding import init_rank_group
 
     torch.set_num_threads(1)
@@ -93,14 +93,7 @@ def test_two_ranks_meet_on_a_non_loopback_address_and_gloo_uses_its_interface(tm
     if outside is None:
         pytest.skip("this machine has no non-loopback IPv4 address")
     host, interface = outside
-    ctx = mp.get_context("spawn")
-    ports = ctx.Queue()
-    procs = [ctx.Process(target=_rank, args=(r, host, ports, str(tmp_path))) for r in range(2)]
-    for p in procs:
-        p.start()
-    for p in procs:
-        p.join(timeout=300)
-    assert [p.exitcode for p in procs] == [0, 0]
+    run_ranks(_rank, 2, host, str(tmp_path))
     results = [torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in range(2)]
     assert [r["sum"] for r in results] == [3.0, 3.0]
     assert [r["ifname"] for r in results] == [interface, interface]
