@@ -23,6 +23,7 @@ from pathlib import Path
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.paths import check_free_space, check_output, size_of
+from hacrl_exp.tracking.masking import MASK
 from hacrl_exp.trainer.checkpoint import intact_checkpoint
 
 log = logging.getLogger(__name__)
@@ -123,8 +124,12 @@ def check_same_config(params: dict, state: dict, resume: str) -> None:
     if config_hash(params) == state["config_hash"]:
         return
     old, new = _flat(state["config"]), _flat(params)
-    keys = sorted(old.keys() | new.keys())
+    masked = [k for k, v in old.items() if v == MASK and new.get(k) != MASK]
+    keys = [k for k in sorted(old.keys() | new.keys()) if not any(k == m or k.startswith(f"{m}.") for m in masked)]
     changed = [f"{k} ({old.get(k, '<unset>')} → {new.get(k, '<unset>')})" for k in keys if old.get(k) != new.get(k)]
+    if not changed:  # an older version masked keys that only looked secret (tokenizer, max_new_tokens): not comparable
+        log.warning("checkpoint of %s masks %s (an older version did): not compared", resume, ", ".join(masked))
+        return
     raise ConfigError(
         f"trainer.resume={resume}: the config differs from the checkpoint's in {', '.join(changed[:8])}"
         f"{' …' if len(changed) > 8 else ''}; resume with the original values, or start a new run in a new "

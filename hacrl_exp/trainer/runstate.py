@@ -27,6 +27,7 @@ from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import RunInterrupted
 from hacrl_exp.tasks.base import Task
 from hacrl_exp.tracking import open_job
+from hacrl_exp.tracking.masking import mask_text
 from hacrl_exp.trainer.capability_estimates import CapabilityEstimates
 from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint, write_text_atomic
 from hacrl_exp.trainer.costs import zero_costs
@@ -199,7 +200,7 @@ class RunState:
             "placement": self.workers.placement(),  # Ray node id of each agent's ranks (executor=ray), else {}
             "mlflow_ui": tracker.ui_hint(),
         }
-        write_text_atomic(self.output_dir / "summary.json", json.dumps(summary, indent=1))
+        write_text_atomic(self.output_dir / "summary.json", mask_text(json.dumps(summary, indent=1)))
         if self.finished and trainer.save_final_models and self.config.tracking.log_models:
             for name in self.names:  # a model per agent at the last step, carrying its final metrics (once per run)
                 if stop.signum is not None:  # a signal while logging: the rest are logged when the run is resumed
