@@ -163,3 +163,15 @@ def test_a_checkpoint_without_a_run_id_still_resumes(copy):
     assert result.returncode == 0, result.stderr
     run_id = (copy / "run_id").read_text().strip()
     assert json.loads((copy / "checkpoints" / "step_000004" / "state.json").read_text())["run_id"] == run_id
+
+
+def test_a_latest_pointer_out_of_the_run_is_not_followed(copy, tmp_path):
+    """Before: `latest` holding `../../theirs/checkpoints/step_000003` was followed, and the resume went on in the
+    other run's folder. Now `latest` names a step_N folder beside it or is ignored: the newest step folder is used."""
+    theirs = Path(shutil.copytree(copy, tmp_path / "theirs"))
+    shutil.rmtree(copy / "checkpoints" / "step_000003")
+    (copy / "checkpoints" / "latest").write_text("../../theirs/checkpoints/step_000003")
+    before = snapshot(theirs)
+    result = resume(copy)
+    assert result.returncode == 0, result.stderr
+    assert (copy / "checkpoints" / "step_000003").is_dir() and snapshot(theirs) == before
