@@ -29,6 +29,7 @@ from hacrl_exp.errors import ConfigError, NumericsError, OutputError, RunInterru
 from hacrl_exp.paths import check_output, take_follow_flag  # noqa: E402
 from hacrl_exp.tasks.rows import DataError  # noqa: E402
 from hacrl_exp.tracking import create_stores  # noqa: E402
+from hacrl_exp.tracking.masking import mask_text  # noqa: E402
 from hacrl_exp.trainer.validate import preflight, validate  # noqa: E402
 
 
@@ -39,6 +40,7 @@ def hydra_main(cfg: DictConfig) -> dict:
 
     with exit_on_bad_input(ConfigError, DataError):
         config = validate(cfg)
+        mask_saved_config(HydraConfig.get())
         output_dir = Path(config.trainer.output_dir or HydraConfig.get().runtime.output_dir)
         on_evaluate = join_trial(config)  # an α-sweep trial: MLflow tags and pruning reports (docs/sweeps.md)
     # in an α sweep a diverged run is a failed trial, not the end of the sweep
@@ -53,10 +55,20 @@ def hydra_main(cfg: DictConfig) -> dict:
     for step in (0, summary["last_step"]):
         for agent, metrics in summary["evals"].get(step, {}).items():
             print(f"step {step:>5} {agent:>12}: held-out accuracy {metrics['accuracy/mean']:.3f}")
-    print(f"{summary['seconds_per_step']:.3f} s/step; outputs in {summary['output_dir']}")
+    print(mask_text(f"{summary['seconds_per_step']:.3f} s/step; outputs in {summary['output_dir']}"))
     if summary.get("mlflow_ui"):
-        print(summary["mlflow_ui"])
+        print(mask_text(summary["mlflow_ui"]))
     return summary  # a sweeper reads it from the job's return value
+
+
+def mask_saved_config(hydra) -> None:
+    """Hydra saved the job's config and overrides (and a multirun's) before this job ran: mask their secrets."""
+    from hacrl_exp.tracking.masking import mask_hydra_files
+
+    if hydra.output_subdir is not None:
+        mask_hydra_files(Path(hydra.runtime.output_dir) / hydra.output_subdir)
+    if hydra.mode is not None and hydra.mode.name == "MULTIRUN":
+        mask_hydra_files(Path(hydra.sweep.dir))
 
 
 INSPECT_FLAGS = {"--cfg", "-c", "--help", "-h", "--info", "-i", "--hydra-help", "--shell-completion", "-sc"}

@@ -27,6 +27,8 @@ GROUPS = {
     "tests/report/test_layout.py": "synthetic_reports",
     "tests/report/test_rederive.py": "synthetic_reports",
     "tests/reliability/test_run_integrity.py": "run_integrity",  # a module-scoped finished run
+    "tests/reliability/test_resume_history.py": "resume_history",  # a module-scoped finished run
+    "tests/reliability/test_secrets_everywhere.py": "secrets",  # a module-scoped run with planted secrets
     "tests/trainer/test_fsdp.py": "ray",  # one private Ray cluster at a time
     "tests/trainer/test_ray.py": "ray",
 }
@@ -44,6 +46,8 @@ LONGEST = (
     "tests/benchmarks/test_gpu_check.py",
     "tests/reliability/test_signals_and_locks.py::test_sigterm_checkpoints",
     "tests/reliability/test_run_integrity.py",
+    "tests/reliability/test_resume_history.py",
+    "tests/reliability/test_secrets_everywhere.py",
     "tests/report/test_report.py",
 )
 """Node-id prefixes of the longest tests, longest first (measured on the shared 2-core machine)."""
@@ -96,10 +100,12 @@ SLOW = (
     "tests/reliability/test_numerics.py::test_capability_is_finite_for_any_rewards",
     "tests/reliability/test_numerics.py::test_too_many_bad_steps_abort_with_one_clear_error",
     "tests/reliability/test_resources.py::test_long_run_keeps_memory_flat",
+    "tests/reliability/test_resume_history.py",
     "tests/reliability/test_run_integrity.py::test_a_checkpoint_from_before_",
     "tests/reliability/test_run_integrity.py::test_agent_names_are_safe_and_unique",
     "tests/reliability/test_security.py::test_remote_code_is_off_by_default_everywhere",
     "tests/reliability/test_security.py::test_secrets_are_never_logged",
+    "tests/reliability/test_secrets_everywhere.py",
     "tests/reliability/test_signals_and_locks.py::test_a_second_",
     "tests/reliability/test_signals_and_locks.py::test_sigterm_checkpoints",
     "tests/report/test_inference.py::test_user_margin_and_effect_replace_the_papers_with_their_reasons",

@@ -18,6 +18,7 @@ import hashlib
 import json
 import logging
 import math
+import re
 import zipfile
 from pathlib import Path
 
@@ -66,12 +67,16 @@ def model_folder_problem(folder: Path) -> str | None:
 
 def _missing_part(folder: Path) -> str | None:
     """A file every checkpoint of its config holds (rng.pt; each agent's weights and, unless frozen, its optimizer
-    state), when absent. A state.json written before it recorded the config names no agents."""
+    state), when absent, or a state.json that is not what a save writes (`state_problem`). A state.json written before
+    it recorded the config names no agents."""
     try:
         state = json.loads((folder / "state.json").read_text())
-        members = (state.get("config") or {}).get("agents", {}).get("members", {})
-    except (OSError, ValueError, AttributeError):
+    except (OSError, ValueError):
         return f"{folder / 'state.json'} is damaged (not the JSON written at save)"
+    invalid = state_problem(folder, state)
+    if invalid is not None:
+        return f"{folder / 'state.json'} is invalid ({invalid})"
+    members = _members(state)
     if not (folder / "rng.pt").is_file():
         return f"{folder / 'rng.pt'} is missing"
     for name, agent in members.items():
@@ -81,6 +86,71 @@ def _missing_part(folder: Path) -> str | None:
         sharded = optim.with_suffix(".dcp").is_dir()  # a sharded agent's AdamW state (trainer.sharded_checkpoint)
         if not (agent or {}).get("frozen") and not optim.is_file() and not sharded:
             return f"{optim} is missing"
+    return None
+
+
+STEP_FOLDER = re.compile(r"step_(\d+)")
+STATE_TYPES = {  # key -> (types it may hold, required): what RunState.save writes and a resume reads
+    "step": (int, True),
+    "counters": (dict, True),
+    "run_ids": (dict, True),
+    "capability": (dict, True),
+    "costs": (dict, False),
+    "process_seconds": ((int, float), False),
+    "config": (dict, False),
+    "config_hash": (str, False),
+    "tracking_uri": ((str, type(None)), False),
+    "run_id": (str, False),
+}
+"""Keys that are not required are absent from checkpoints written before they existed."""
+
+
+def state_problem(folder: Path, state: object) -> str | None:
+    """What makes a parsed state.json unusable for a resume, or None. Its manifest may have been regenerated (or
+    deleted) after an edit, so the values are checked themselves: a step that is not a non-negative int equal to the
+    folder's step_N would cut metrics.jsonl back to a step that never was."""
+    if not isinstance(state, dict):
+        return f"a JSON {type(state).__name__}, not an object"
+    for key, (types, required) in STATE_TYPES.items():
+        if key not in state:
+            if required:
+                return f"no {key!r}"
+            continue
+        if not isinstance(state[key], types) or isinstance(state[key], bool):
+            return f"{key!r} is {json.dumps(state[key])[:40]}, not {_type_names(types)}"
+    step, named = state["step"], STEP_FOLDER.fullmatch(folder.name)
+    if step < 0:
+        return f"'step' is {step}, not a non-negative int"
+    if named and int(named.group(1)) != step:
+        return f"'step' is {step}, but the folder is {folder.name}"
+    return _counters_problem(state)
+
+
+def _members(state: dict) -> dict:
+    """The agents the checkpoint's recorded config names ({} when it records none)."""
+    members = state.get("config", {}).get("agents", {})
+    members = members.get("members", {}) if isinstance(members, dict) else {}
+    return members if isinstance(members, dict) else {}
+
+
+def _type_names(types: type | tuple[type, ...]) -> str:
+    names = {"int": "an int", "float": "a number", "dict": "an object", "str": "a string", "NoneType": "null"}
+    return " or ".join(names.get(t.__name__, t.__name__) for t in (types if isinstance(types, tuple) else (types,)))
+
+
+def _counters_problem(state: dict) -> str | None:
+    """Each agent's counters (rollouts, tokens), finite numbers, for every agent the recorded config names."""
+    members = _members(state)
+    for name in [*members, *state["counters"]]:
+        counters = state["counters"].get(name)
+        if not isinstance(counters, dict):
+            return f"'counters' has no object for agent {name!r}"
+        values = counters.values()
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) for v in values):
+            return f"'counters' of agent {name!r} are not finite numbers"
+    capability = state["capability"]
+    if not all(isinstance(capability.get(key), dict) for key in ("batch", "by_category")):
+        return "'capability' lacks its 'batch' and 'by_category' objects"
     return None
 
 

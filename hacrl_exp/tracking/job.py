@@ -14,6 +14,7 @@ from typing import Any
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import OutputError
 from hacrl_exp.paths import free_bytes
+from hacrl_exp.tracking.masking import mask_override
 from hacrl_exp.tracking.names import applicable_params, hydra_grid, hydra_overrides, run_name, run_tags
 from hacrl_exp.tracking.provenance import problems_dataset, source_tags
 from hacrl_exp.tracking.store import store_location
@@ -51,6 +52,7 @@ def open_job(
     from mlflow.exceptions import MlflowException
 
     overrides, config_dirs = hydra_overrides()
+    overrides = None if overrides is None else [mask_override(o) for o in overrides]  # tags, name, command: no secret
     tags = {**run_tags(config, hydra_grid(), overrides, config_dirs), "output_dir": str(output_dir)}
     agents = list(config.agents.members)
     name = run_name(config, overrides)

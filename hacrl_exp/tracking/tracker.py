@@ -28,28 +28,15 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hacrl_exp.config.schema import TrackingConfig
 from hacrl_exp.faults import crash_point
+from hacrl_exp.tracking.masking import is_secret, mask_tags, mask_text, mask_tree
 from hacrl_exp.tracking.names import EXPERIMENT_KIND, EXPERIMENT_NOTE, agent_run_name, model_name
 from hacrl_exp.tracking.store import experiment_id_and_tags, quiet_mlflow_logging, store_location
 from hacrl_exp.tracking.views import runs_link, write_views
 
 log = logging.getLogger(__name__)
 
-SECRET_MARKERS = ("token", "password", "passwd", "secret", "api_key", "apikey", "credential", "private_key")
-_URL_PASSWORD = re.compile(r"(?<=://)([^/@\s:]*):[^/@\s]*@")
-
-
-def is_secret(key: str) -> bool:
-    """A config key whose value must never be logged (its name mentions a token, password, secret, ...)."""
-    return any(marker in key.lower() for marker in SECRET_MARKERS)
-
-
-def redact_secrets(tree: Any) -> Any:
-    """A copy of a config tree with secret values replaced by '***' and URL passwords masked (user:***@host)."""
-    if isinstance(tree, dict):
-        return {k: "***" if is_secret(str(k)) else redact_secrets(v) for k, v in tree.items()}
-    if isinstance(tree, list):
-        return [redact_secrets(v) for v in tree]
-    return _URL_PASSWORD.sub(r"\1:***@", tree) if isinstance(tree, str) else tree
+redact_secrets = mask_tree
+"""A copy of a config tree with its secrets masked (`hacrl_exp.tracking.masking`)."""
 
 
 def flatten(tree: Any, prefix: str = "") -> dict[str, str]:
@@ -157,7 +144,7 @@ class MlflowTracker:
             self._start_system_metrics(cfg, resume=True)
             return
         tags = {**tags, **(source or {})}
-        job = name or cfg.run_name
+        job, tags = mask_text(name or cfg.run_name), mask_tags(tags)  # the names and tags MLflow shows: no secret
         parent = self.client.create_run(experiment_id, run_name=job, tags={**tags, "role": "parent"})
         self.run_ids = {"": parent.info.run_id}
         safe = {k: v[:6000] for k, v in flatten(redact_secrets(params)).items() if not is_secret(k)}
@@ -291,7 +278,7 @@ class MlflowTracker:
     def set_tags(self, tags: dict[str, str]) -> None:
         """Tag the parent and every agent run."""
         for run_id in self.run_ids.values():
-            for key, value in tags.items():
+            for key, value in mask_tags(tags).items():
                 self._write(partial(self.client.set_tag, run_id, key, value), f"tag {key}")
 
     def log_datasets(self, datasets: list) -> None:
@@ -330,7 +317,7 @@ class MlflowTracker:
                     text = agent_description(tags, agent, steps, history, folder)
                 else:
                     text = job_description(tags, steps, history, folder)
-                self.client.set_tag(run_id, "mlflow.note.content", text)
+                self.client.set_tag(run_id, "mlflow.note.content", mask_text(text))  # a checkpoint path, too
 
         self._write(write, "run descriptions")
 
@@ -343,7 +330,7 @@ class MlflowTracker:
         nothing again). A failure is a warning, the files stay in the run folder."""
         from hacrl_exp.tracking.provenance import log_agent_model, logged_model_names
 
-        run_id, registered = self.run_ids[agent], registered_name and f"{registered_name}-{agent}"
+        run_id, registered = self.run_ids[agent], registered_name and mask_text(f"{registered_name}-{agent}")
         try:
             job = self.client.get_run(self.run_ids[""]).info.run_name
             name = model_name(job, agent) + ("" if artifact_path == "model" else f"-{artifact_path}")

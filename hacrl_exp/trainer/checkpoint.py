@@ -27,7 +27,7 @@ import torch
 
 from hacrl_exp.agents.agent import Agent, save_agent
 from hacrl_exp.agents.lora import is_lora, load_adapter
-from hacrl_exp.agents.manifest import checkpoint_problem, write_manifest
+from hacrl_exp.agents.manifest import STEP_FOLDER, checkpoint_problem, write_manifest
 from hacrl_exp.faults import crash_point
 from hacrl_exp.paths import check_free_space, output_error, replace_atomic, size_of
 from hacrl_exp.trainer.signals import held
@@ -100,10 +100,9 @@ def find_checkpoint(path: Path) -> Path | None:
         if (candidate / "state.json").is_file():
             return candidate
         pointer = candidate / LATEST
-        if pointer.is_file():
-            step_dir = candidate / pointer.read_text().strip()
-            if (step_dir / "state.json").is_file():
-                return step_dir
+        named = pointer.read_text().strip() if pointer.is_file() else ""
+        if STEP_FOLDER.fullmatch(named) and (candidate / named / "state.json").is_file():  # never ../ another run
+            return candidate / named
         complete = [d for d in sorted(candidate.glob("step_*")) if (d / "state.json").is_file()]
         if complete:
             return complete[-1]

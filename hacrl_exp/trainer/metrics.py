@@ -3,25 +3,32 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
 from pathlib import Path
 
 from hacrl_exp.algo import CapabilityTracker
+from hacrl_exp.paths import replace_atomic
 from hacrl_exp.tracking.description import ACCURACY_DECIMALS
-from hacrl_exp.trainer.checkpoint import write_text_atomic
+
+log = logging.getLogger(__name__)
+
+
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    replace_atomic(path, lambda tmp: tmp.write_bytes(data))
 
 
 class MetricsLog:
     """Buffers rows and writes them at `flush`, together with the tracker, so both stay in step.
 
-    truncate_after: on resume, drop rows logged after the checkpoint step by the interrupted run, and a last line
-    cut short by a kill; the file is rewritten atomically, so a crash during the rewrite loses nothing.
+    truncate_after: on resume, the checkpoint's step; the file is cut back to it (`cut_back`): what it held beyond
+    (rows the resumed run logs again, a garbled line, a last line cut short by a kill) is moved aside, never lost.
     """
 
     def __init__(self, path: Path, truncate_after: int | None = None) -> None:
         self.path, self.rows = path, []
         if truncate_after is not None and path.exists():
-            kept = [line for line in path.read_text().splitlines() if _step_of(line) <= truncate_after]
-            write_text_atomic(path, "".join(line + "\n" for line in kept))
+            cut_back(path, truncate_after)
 
     def add(self, step: int, metrics: dict[str, float], agent: str | None, tracker) -> None:
         if not metrics:
@@ -44,12 +51,66 @@ class MetricsLog:
             tracker.flush()
 
 
-def _step_of(line: str) -> float:
-    """The step of a metrics.jsonl line; +inf for a partial line (a write interrupted by a kill)."""
+def cut_back(path: Path, step: int) -> Path | None:
+    """Cut metrics.jsonl back to the rows of steps up to `step` (a resume's checkpoint), keeping their bytes as they
+    are. Every other line is moved aside into `metrics.jsonl.replaced-<n>` (the next free n), written and fsynced
+    before metrics.jsonl is replaced atomically, so at every instant the two files hold at least the original lines:
+    rows after the checkpoint (the resumed run logs those steps again), a garbled line (warned, with its line
+    numbers), a last line cut short by a kill mid-write (noted: the normal leftover of a crash). Returns the aside file,
+    or None when nothing was cut (then nothing is written)."""
+    lines = path.read_bytes().split(b"\n")
+    ends_cut_short = lines[-1] != b""  # a complete file ends with a newline: its last split is empty
+    kept, after, garbled = [], [], []
+    for number, line in enumerate(lines[:-1] if not ends_cut_short else lines, start=1):
+        row_step = _step_of(line)
+        if row_step is None and line.strip():
+            garbled.append(number)
+        if row_step is not None and row_step <= step:
+            kept.append(line)
+        elif line.strip():
+            after.append(line)
+    if not after:
+        return None
+    aside = _next_aside(path)
+    aside.write_bytes(b"".join(line + b"\n" for line in after))
+    with open(aside, "rb") as handle:
+        os.fsync(handle.fileno())
+    write_bytes_atomic(path, b"".join(line + b"\n" for line in kept))
+    _report_cut(path, aside, step, len(after) - len(garbled), garbled, len(lines) if ends_cut_short else None)
+    return aside
+
+
+def _step_of(line: bytes) -> int | None:
+    """The step of a metrics.jsonl row (a JSON object with a non-negative int step and an agent); None for anything
+    else: a line cut short by a kill, or a garbled one."""
     try:
-        return json.loads(line)["step"]
-    except (ValueError, KeyError, TypeError):
-        return float("inf")
+        row = json.loads(line)
+    except ValueError:  # UnicodeDecodeError included: non-UTF-8 bytes
+        return None
+    step = row.get("step") if isinstance(row, dict) else None
+    valid = isinstance(step, int) and not isinstance(step, bool) and step >= 0 and isinstance(row.get("agent"), str)
+    return step if valid else None
+
+
+def _next_aside(path: Path) -> Path:
+    """metrics.jsonl.replaced-<n>, n one more than any earlier resume's."""
+    taken = [int(p.name.rsplit("-", 1)[1]) for p in path.parent.glob(f"{path.name}.replaced-*")
+             if p.name.rsplit("-", 1)[1].isdigit()]  # fmt: skip
+    return path.with_name(f"{path.name}.replaced-{max(taken, default=0) + 1}")
+
+
+def _report_cut(path: Path, aside: Path, step: int, later: int, garbled: list[int], cut_short_at: int | None) -> None:
+    """One line for what was moved aside: a warning when it holds a garbled line, else a note."""
+    short = garbled[-1:] == [cut_short_at]  # the last line, cut short: not a garbled line in the middle
+    middle = garbled[:-1] if short else garbled
+    parts = [f"{later} rows after checkpoint step {step} (this resume logs them again)"] if later else []
+    if middle:
+        listed = ", ".join(map(str, middle[:10])) + (" …" if len(middle) > 10 else "")
+        parts.append(f"{len(middle)} garbled line(s) (line {listed})")
+    if short:
+        parts.append(f"a last line cut short (line {cut_short_at}, a write interrupted by a kill)")
+    message = f"{path}: moved {' and '.join(parts)} to {aside.name}"
+    (log.warning if middle else log.info)(message)
 
 
 def read_metrics(path: Path) -> list[dict]:

@@ -16,16 +16,20 @@ import hashlib
 import json
 import logging
 import os
+import uuid
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.paths import check_free_space, check_output, size_of
+from hacrl_exp.tracking.masking import MASK
 from hacrl_exp.trainer.checkpoint import intact_checkpoint
 
 log = logging.getLogger(__name__)
 LOCK = ".lock"
+RUN_ID = "run_id"
+"""The file holding a run folder's id, given at the run's start and copied into each of its checkpoints."""
 HYDRA_FILES = (".hydra", LOCK)
 MAY_CHANGE = (  # how long, how often to evaluate/checkpoint, where to log, how to execute: not what is trained
     "trainer.steps",
@@ -120,8 +124,12 @@ def check_same_config(params: dict, state: dict, resume: str) -> None:
     if config_hash(params) == state["config_hash"]:
         return
     old, new = _flat(state["config"]), _flat(params)
-    keys = sorted(old.keys() | new.keys())
+    masked = [k for k, v in old.items() if v == MASK and new.get(k) != MASK]
+    keys = [k for k in sorted(old.keys() | new.keys()) if not any(k == m or k.startswith(f"{m}.") for m in masked)]
     changed = [f"{k} ({old.get(k, '<unset>')} → {new.get(k, '<unset>')})" for k in keys if old.get(k) != new.get(k)]
+    if not changed:  # an older version masked keys that only looked secret (tokenizer, max_new_tokens): not comparable
+        log.warning("checkpoint of %s masks %s (an older version did): not compared", resume, ", ".join(masked))
+        return
     raise ConfigError(
         f"trainer.resume={resume}: the config differs from the checkpoint's in {', '.join(changed[:8])}"
         f"{' …' if len(changed) > 8 else ''}; resume with the original values, or start a new run in a new "
@@ -185,8 +193,33 @@ def check_run_folder(config: Config, output_dir: Path | None) -> RunFolder:
     check_output(run, "trainer.resume")
     check_unlocked(run)
     state = json.loads((checkpoint / "state.json").read_text())
+    check_same_run(checkpoint, state, run, trainer.resume)
     check_same_config(config_params(config), state, trainer.resume)
     return RunFolder(run, checkpoint, state)
+
+
+def read_run_id(run: Path) -> str | None:
+    """The id a run folder was given at its start (`<run>/run_id`); None for a run started before run ids existed."""
+    path = run / RUN_ID
+    return path.read_text().strip() or None if path.is_file() else None
+
+
+def new_run_id() -> str:
+    return uuid.uuid4().hex
+
+
+def check_same_run(checkpoint: Path, state: dict, run: Path, resume: str) -> None:
+    """Refuse a checkpoint that another run wrote (a step folder, or a whole checkpoints folder, copied or symlinked
+    into this run folder): its state.json's run id must be the run folder's. A checkpoint written before run ids
+    existed carries none and resumes as before."""
+    theirs, ours = state.get("run_id"), read_run_id(run)
+    if theirs is None or theirs == ours:
+        return
+    mine = f"run {ours}" if ours else f"no run id ({run / RUN_ID} is missing)"
+    raise ConfigError(
+        f"trainer.resume={resume}: checkpoint {checkpoint} belongs to run {theirs}, but its run folder {run} holds "
+        f"{mine}; resume the run folder that checkpoint came from (copy the whole run folder, not its checkpoints)"
+    )
 
 
 def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Config, RunFolder]:

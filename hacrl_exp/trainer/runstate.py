@@ -27,13 +27,14 @@ from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import RunInterrupted
 from hacrl_exp.tasks.base import Task
 from hacrl_exp.tracking import open_job
+from hacrl_exp.tracking.masking import mask_text
 from hacrl_exp.trainer.capability_estimates import CapabilityEstimates
 from hacrl_exp.trainer.checkpoint import find_checkpoint, load_checkpoint, save_checkpoint, write_text_atomic
 from hacrl_exp.trainer.costs import zero_costs
 from hacrl_exp.trainer.executor import Executor
 from hacrl_exp.trainer.heldout import benchmark_problems
 from hacrl_exp.trainer.metrics import MetricsLog, final_metrics, run_history
-from hacrl_exp.trainer.runfolder import RunFolder, config_hash, config_params
+from hacrl_exp.trainer.runfolder import RUN_ID, RunFolder, config_hash, config_params, new_run_id, read_run_id
 from hacrl_exp.trainer.signals import StopRequests
 
 
@@ -83,6 +84,8 @@ class RunState:
         self.stopped_early: int | None = None
         self.evals: dict[int, dict[str, dict[str, float]]] = {}
         self.log: MetricsLog | None = None
+        self.run_id: str | None = None
+        """The run's id (`runfolder.RUN_ID`): kept across resumes, in every checkpoint, so a copied one is refused."""
         self.tracker = None
 
     @classmethod
@@ -104,6 +107,7 @@ class RunState:
             state.capability.load_state_dict(saved["capability"])
         else:
             torch.manual_seed(config.seed)  # the driver's; each worker samples from its own (seed, agent) stream
+        state.run_id = own_run_id(state.output_dir, saved.get("run_id") if checkpoint is not None else None)
         state.log = MetricsLog(state.output_dir / "metrics.jsonl", truncate_after=state.step if checkpoint else None)
         datasets = lambda: job_datasets(config, task, state.eval_set)  # noqa: E731 (read only when the runs are new)
         state.tracker = open_job(config, state.params, state.output_dir, run_ids, datasets)
@@ -146,7 +150,7 @@ class RunState:
         state = {"counters": self.counters, "run_ids": self.tracker.run_ids, "capability": self.capability.state_dict()}
         state.update(costs=self.costs, process_seconds=self.job_process_seconds())
         state.update(config=self.params, config_hash=config_hash(self.params))
-        state.update(tracking_uri=getattr(self.tracker, "uri", None))
+        state.update(tracking_uri=getattr(self.tracker, "uri", None), run_id=self.run_id)
         self.log.flush(self.tracker)  # metrics up to this step are durable before the checkpoint names it
         keep = self.config.trainer.keep_checkpoints
         saved = save_checkpoint(self.output_dir / "checkpoints", step, self.workers.save, state, keep)
@@ -196,7 +200,7 @@ class RunState:
             "placement": self.workers.placement(),  # Ray node id of each agent's ranks (executor=ray), else {}
             "mlflow_ui": tracker.ui_hint(),
         }
-        write_text_atomic(self.output_dir / "summary.json", json.dumps(summary, indent=1))
+        write_text_atomic(self.output_dir / "summary.json", mask_text(json.dumps(summary, indent=1)))
         if self.finished and trainer.save_final_models and self.config.tracking.log_models:
             for name in self.names:  # a model per agent at the last step, carrying its final metrics (once per run)
                 if stop.signum is not None:  # a signal while logging: the rest are logged when the run is resumed
@@ -209,6 +213,15 @@ class RunState:
             tracker.set_tags({"stopped_early": str(self.stopped_early)})
         self.close()
         return summary
+
+
+def own_run_id(run: Path, saved: str | None) -> str:
+    """The run folder's id: the resumed checkpoint's, else the one the folder holds, else a new one (a new run, or one
+    whose checkpoints predate run ids); written to <run>/run_id when the folder lacks it."""
+    run_id = saved or read_run_id(run) or new_run_id()
+    if read_run_id(run) != run_id:
+        write_text_atomic(run / RUN_ID, run_id + "\n")
+    return run_id
 
 
 def write_eval_records(output_dir: Path, step: int, name: str, records: list[dict]) -> Path:

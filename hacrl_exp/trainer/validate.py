@@ -22,6 +22,7 @@ from hacrl_exp.evaluation.spec import known_benchmarks
 from hacrl_exp.graph import TOPOLOGIES, graph_from_config
 from hacrl_exp.rewards.grader import REWARDS
 from hacrl_exp.tasks.rows import BAD_ROW_POLICIES
+from hacrl_exp.tracking.masking import remember_config_secrets
 
 
 def preflight(overrides: list[str], config_name: str = "config") -> Config:
@@ -31,7 +32,10 @@ def preflight(overrides: list[str], config_name: str = "config") -> Config:
 
 def validate(cfg: DictConfig | dict) -> Config:
     """Typed, range-checked Config whose every registry name is known and whose agent graph suits its algorithm."""
-    return check_registries(validate_schema(cfg))
+    config = check_registries(validate_schema(cfg))
+    if isinstance(cfg, DictConfig):  # resolved without error: the secrets to mask in what is written (tracking.masking)
+        remember_config_secrets(cfg)
+    return config
 
 
 def check_registries(config: Config) -> Config:
