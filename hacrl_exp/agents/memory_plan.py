@@ -50,6 +50,16 @@ STEP_BYTES = 4  # torch AdamW's `step`: one float32 scalar tensor per parameter 
 GATHERED_LAYERS = 2  # FSDP holds the layer it computes and prefetches the next
 VLLM_KV_BYTES = 2  # vLLM's KV cache in bf16
 SUGGESTED_LORA_R = 64
+SLEEPING_PROCESS_BYTES = 1 * GIB
+"""What a sleeping agent's process keeps on each GPU it shares (executor.placement=shared), an assumption until
+scripts/gpu_check.sh measures it: its own CUDA context (~0.5 GiB on an H100 with torch's kernels loaded; the awake
+agent's is in cluster.headroom_gb) and its NCCL communicators' buffers. Its weights (pinned host RAM), gradients and
+AdamW state (host RAM) and its caching allocator's free blocks (torch.cuda.empty_cache) leave the GPU."""
+VLLM_GRAPH_BYTES = 1 * GIB
+"""vLLM's CUDA graphs of a sleeping engine (assumed; none with rollout.vllm.enforce_eager): sleep frees only what vLLM's
+sleep-mode allocator holds, the weights (level 1: copied to host RAM) and the KV cache (https://docs.vllm.ai/en/latest/
+features/sleep_mode/: "Level 1 sleep will offload the model weights and discard the KV cache"); the graphs, the
+allocator's setup and the compiled kernels stay for a fast wake (https://blog.vllm.ai/2025/10/26/sleep-mode.html)."""
 ALLOCATOR_SLACK = 0.10
 """Kept on top of a predicted peak when placing: the CUDA caching allocator rounds blocks and fragments."""
 
@@ -68,6 +78,8 @@ class Workload:
     vllm_fraction: float
     vllm_sleeps: bool
     split_rows: bool = False
+    vllm_graphs: bool = False
+    """rollout=vllm without rollout.vllm.enforce_eager: the engine keeps CUDA graphs (also while it sleeps)."""
     """rollout=hf: a sharded agent's ranks split the rows (agents.sharding.RankSlicedEngine)."""
     response_len: int = 0
     """Response tokens per row (what the chunked log-prob path projects); 0: all of seq_len."""
@@ -92,6 +104,7 @@ def workload(config: Config, agent: AgentConfig, shape: ModelShape, rollout_mult
         vllm=r.backend == "vllm",
         vllm_fraction=r.vllm.gpu_memory_utilization,
         vllm_sleeps=r.vllm.sleep_level > 0,
+        vllm_graphs=r.backend == "vllm" and not r.vllm.enforce_eager,
         split_rows=r.backend == "hf",  # a sharded hf agent draws by counter (config.validate)
         response_len=r.max_new_tokens,
         tensor_parallel=r.tensor_parallel,
@@ -202,6 +215,27 @@ class AgentMemory:
         batch = min(rows, self.work.max_batch)
         kv = batch * self.work.seq_len * self.kv_per_token
         return update, resting + copy + full + max(kv, self.scoring)
+
+    def sleeping_bytes(self) -> int:
+        """What the agent leaves on each GPU it shares while it sleeps (executor.placement=shared): its process's
+        context and communicators, and a vLLM engine's CUDA graphs (SLEEPING_PROCESS_BYTES, VLLM_GRAPH_BYTES)."""
+        return SLEEPING_PROCESS_BYTES + (VLLM_GRAPH_BYTES if self.work.vllm_graphs else 0)
+
+    def state_share(self, world: int) -> int:
+        """One rank's training state (weights, gradients, master copy, AdamW state, reference): what a learn turn's
+        wake brings to its GPU and its sleep takes back."""
+        return -(-self.sharded_state // world) if world > 1 else self.state
+
+    def weights_share(self, world: int) -> int:
+        """One rank's weights (and reference): what a rollout or evaluation turn's wake brings, plus its vLLM weights
+        (the engine's level-1 sleep parks them in host RAM)."""
+        kl = 2 if self.reference else 1
+        training = -(-self.params * DTYPE_BYTES[self.master_dtype] * kl // world) if world > 1 else self.weights
+        return (
+            training
+            + (self.reference if world == 1 else 0)
+            + self.vllm_weights // self.tensor_parallel(world) * (1 if self.work.vllm else 0)
+        )
 
     def vllm_problem(self, world: int, gpu_bytes: int) -> str | None:
         """Why vLLM cannot run on W GPUs (W not data-parallel × tensor-parallel, heads not split, its share too
@@ -419,6 +453,110 @@ def place(memories: list[AgentMemory], gpus: int, gpu_bytes: int, usable: int, h
     if host is not None and offloaded > host:
         return f"CPU offload needs {offloaded / GIB:.0f} GiB of host RAM, cluster.cpu_memory_gb={host / GIB:.0f}"
     return placements
+
+
+@dataclass(frozen=True)
+class SharedPlan:
+    """Every agent on the same GPUs (executor.placement=shared): rank r of each on GPU r, one agent awake at a time.
+
+    Per GPU, while agent a is awake: a's peak (with the allocator's slack) plus what every sleeping agent leaves
+    (`AgentMemory.sleeping_bytes`); `per_gpu` is the largest of those, over the agents. Empty `reason`: it fits."""
+
+    memories: list[AgentMemory]
+    gpus: int
+    gpu_bytes: int
+    usable_bytes: int
+    world: int
+    awake: list[int]
+    """Each agent's update or rollout peak on one GPU at W = world, with ALLOCATOR_SLACK."""
+    asleep: list[int]
+    """What each leaves on that GPU while another is awake."""
+    host_bytes: int
+    """Host RAM the sleeping state needs, all agents and ranks together: training state, vLLM's level-1 weights."""
+    moved: list[int]
+    """Bytes each agent's turns move over PCIe per step and GPU: weights in and out for its rollout, its whole
+    training state in and out for its learn."""
+    reason: str = ""
+
+    @property
+    def fits(self) -> bool:
+        return not self.reason
+
+    @property
+    def per_gpu(self) -> list[int]:
+        """Bytes on one GPU while agent a is awake, for each a."""
+        return shared_per_gpu(self.awake, self.asleep)
+
+    def line(self) -> str:
+        where = f"{self.gpus} × {self.gpu_bytes / GIB:.0f} GiB GPUs"
+        worst = max(range(len(self.memories)), key=lambda a: self.per_gpu[a])
+        detail = shared_detail(self.memories, self.awake, self.asleep, worst)
+        if self.fits:
+            return f"shared fits on {where}: all {self.world} GPUs used by every agent, {detail} ≤ {_gib(self.usable_bytes)}"
+        return f"shared does not fit on {where}: {self.reason}"
+
+
+def _gib(n: int) -> str:
+    return f"{n / GIB:.2f} GiB"
+
+
+def shared_per_gpu(awake: list[int], asleep: list[int]) -> list[int]:
+    """Bytes on a shared GPU while agent a is awake, for each a: its peak plus every other agent's sleeping bytes."""
+    slept = sum(asleep)
+    return [peak + slept - asleep[a] for a, peak in enumerate(awake)]
+
+
+def shared_detail(memories: list[AgentMemory], awake: list[int], asleep: list[int], a: int) -> str:
+    """`qwen3_8b awake 70.1 GiB + qwen3_4b asleep 1.00 GiB = 71.1 GiB per GPU` for awake agent a."""
+    parts = [f"{memories[a].name} awake {_gib(awake[a])}"]
+    parts += [f"{m.name} asleep {_gib(asleep[b])}" for b, m in enumerate(memories) if b != a]
+    return " + ".join(parts) + f" = {_gib(shared_per_gpu(awake, asleep)[a])} per GPU"
+
+
+def place_shared(memories: list[AgentMemory], gpus: int, gpu_bytes: int, usable: int, host: int | None) -> SharedPlan:
+    """Every agent over all `gpus` GPUs (W = gpus each: generation and updates on the whole machine), taking turns."""
+    world = max(gpus, 1)
+    awake = [with_slack(max(m.peaks(world, False, gpu_bytes))) for m in memories]
+    asleep = [m.sleeping_bytes() for m in memories]
+    kept = sum(m.sharded_state if world > 1 else m.state for m in memories)
+    vllm = sum(m.vllm_weights * world // m.tensor_parallel(world) for m in memories if m.work.vllm)
+    moved = [2 * (m.weights_share(world) + m.state_share(world)) for m in memories]
+    out = SharedPlan(memories, gpus, gpu_bytes, usable, world, awake, asleep, kept + vllm, moved)
+    problems = [f"{m.name}: {p}" for m in memories if (p := m.vllm_problem(world, gpu_bytes))]
+    worst = max(range(len(memories)), key=lambda a: out.per_gpu[a])
+    if gpus < 1:
+        reason = "no GPU given"
+    elif problems:
+        reason = "; ".join(problems)
+    elif out.per_gpu[worst] > usable:
+        reason = f"{shared_detail(memories, awake, asleep, worst)}, {_gib(usable)} usable"
+    elif host is not None and out.host_bytes > host:
+        reason = f"the sleeping agents need {_gib(out.host_bytes)} of host RAM, cluster.cpu_memory_gb={host / GIB:.0f}"
+    else:
+        return out
+    return SharedPlan(**{**out.__dict__, "reason": reason})
+
+
+def plan_shared(config: Config, gpus: int, gpu_memory_gb: float, rollout_multiplier: int = 1) -> SharedPlan:
+    """The shared placement of `config` on `gpus` GPUs of `gpu_memory_gb` GiB (`place_shared`)."""
+    gpu_bytes = int(gpu_memory_gb * GIB)
+    usable = gpu_bytes - int(config.cluster.headroom_gb * GIB)
+    host = int(config.cluster.cpu_memory_gb * GIB) if config.cluster.cpu_memory_gb else None
+    return place_shared(estimate(config, rollout_multiplier), gpus, gpu_bytes, usable, host)
+
+
+def choose_placement(asked: str, disjoint: Plan, shared: SharedPlan) -> tuple[str | None, str]:
+    """(disjoint | shared | None, why) for executor.placement `asked`: auto takes disjoint when it fits (no moves
+    over PCIe, phases in parallel), else shared; None when the asked one, or for auto neither, fits."""
+    if asked == "disjoint":
+        return ("disjoint", "executor.placement=disjoint") if disjoint.fits else (None, disjoint.line())
+    if asked == "shared":
+        return ("shared", "executor.placement=shared") if shared.fits else (None, shared.line())
+    if disjoint.fits:
+        return "disjoint", "auto: disjoint fits (own GPUs per agent, phases in parallel, nothing moves over PCIe)"
+    if shared.fits:
+        return "shared", f"auto: disjoint does not fit ({disjoint.reason}), shared does"
+    return None, f"{disjoint.line()}; {shared.line()}"
 
 
 def estimate(config: Config, rollout_multiplier: int = 1, vocab: dict[str, int] | None = None) -> list[AgentMemory]:

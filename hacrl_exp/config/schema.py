@@ -343,6 +343,11 @@ class ExecutorConfig:
     """ray: torch threads in each actor; default trainer.threads, else max(1, cpus_per_agent)."""
     runtime_env: Dict[str, Any] = field(default_factory=dict)
     """ray: Ray runtime_env of the actors, e.g. {env_vars: {HF_HOME: /data/hf}}."""
+    placement: str = "auto"
+    """How the agents share the GPUs (docs/distributed.md, "Placements"). disjoint: every agent its own GPUs, phases
+    in parallel across agents; shared: rank r of every agent on GPU r, the agents run each phase in turn, one awake
+    at a time (wake, call, sleep; the order recorded in <run>/schedule.jsonl); auto: disjoint when the planner says
+    it fits, else shared (hacrl_exp.trainer.placement)."""
 
 
 @dataclass

@@ -38,6 +38,7 @@ CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trai
     "rollout.hf_cache": ("dynamic", "static"),
     "tracking.backend": ("mlflow", "none"),
     "executor.backend": ("local", "ray"),
+    "executor.placement": ("auto", "disjoint", "shared"),
 }
 ARITHMETIC_TIERS = ("add2", "add3", "add4", "mul21", "mul31", "mul41")
 
@@ -276,6 +277,30 @@ def _check_gpu(config: Config) -> None:
         )
 
 
+def _check_shared(config: Config) -> None:
+    """executor.placement=shared: one GPU per rank (a fraction of it per agent), no node placement of its own, and
+    vLLM engines that can sleep."""
+    settings = config.executor
+    if settings.placement != "shared":
+        return
+    if settings.gpus_per_agent > 1:
+        raise ConfigError(
+            f"executor.gpus_per_agent={settings.gpus_per_agent:g} with executor.placement=shared: each rank of every "
+            "agent shares one GPU; set executor.gpus_per_agent=1 and world_size for more GPUs"
+        )
+    for name, agent in config.agents.members.items():
+        if agent.placement is not None or agent.span_nodes:
+            raise ConfigError(
+                f"agents.members.{name}.placement/span_nodes with executor.placement=shared: the agents share one "
+                "placement group on one node; drop them or use executor.placement=disjoint"
+            )
+    if config.rollout.backend == "vllm" and config.rollout.vllm.sleep_level == 0:
+        raise ConfigError(
+            "rollout.vllm.sleep_level=0 with executor.placement=shared: an engine must sleep to free the GPU for the "
+            "next agent; set rollout.vllm.sleep_level=1"
+        )
+
+
 def _check_sharding(config: Config, key: str, agent) -> None:
     """world_size, fsdp.offload and placement need Ray actors; sharding is not combined with LoRA (nor offload with
     vLLM) yet."""
@@ -363,6 +388,7 @@ def _check_semantics(config: Config) -> None:
             "Drop the override"
         )
     _check_tags(config.tracking.tags)
+    _check_shared(config)
     if config.task.name == "arithmetic" and not config.task.tiers:
         raise ConfigError(f"task.tiers is empty; list at least one of {list(ARITHMETIC_TIERS)}, e.g. task.tiers=[add2]")
     for name, agent in members.items():

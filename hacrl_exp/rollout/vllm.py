@@ -278,6 +278,15 @@ class VLLMRolloutEngine:
             self.llm.wake_up(tags=[tag])
             self._sleeping.discard(tag)
 
+    def sleep(self, level: int = 1) -> None:
+        """Free the GPU for another agent (executor.placement=shared): level 1 parks the weights in host RAM and drops
+        the KV cache, level 2 drops both (then the next generation syncs). Already asleep: nothing; the next
+        `generate` wakes it."""
+        if self._sleeping != {"weights", "kv_cache"}:
+            self.llm.sleep(level=level)
+            self._sleeping = {"weights", "kv_cache"}
+            self.stale = self.stale or level == 2
+
     def mark_stale(self) -> None:
         """The training model changed: load its weights before the next generation."""
         self.stale = True

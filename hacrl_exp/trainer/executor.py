@@ -16,6 +16,7 @@ actors ask for (PLACEMENT_SHARE each), so they land on a node that has it: one f
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from hacrl_exp.errors import ConfigError
 from hacrl_exp.ray_cluster import connect, import_ray
 from hacrl_exp.tasks.base import Problem, Task
 from hacrl_exp.trainer.params import LearnerParams
+from hacrl_exp.trainer.schedule import Schedule
 from hacrl_exp.trainer.step import SharedRollouts
 from hacrl_exp.trainer.worker import AgentWorker
 
@@ -35,6 +37,8 @@ Times = dict[str, float]
 PLACEMENT_SHARE = 0.001
 """Units of an agent's placement resource each of its actors reserves: a node with 1 unit hosts up to 1000."""
 PLACEMENT_TIMEOUT_S = 120.0
+TURN_CALLS = frozenset({"rollout", "learn", "evaluate", "save", "load", "join"})
+"""The calls that run on an agent's GPU state: under executor.placement=shared, one agent at a time, woken first."""
 
 
 def sharded(agent: AgentConfig) -> bool:
@@ -54,13 +58,41 @@ def spans_nodes(agent: AgentConfig) -> bool:
 
 
 class Executor:
-    """Calls a method on some or all agent workers and returns their results by agent index."""
+    """Calls a method on some or all agent workers and returns their results by agent index.
+
+    With a `schedule` (executor.placement=shared) the agents share their GPUs and take turns: each GPU call
+    (`TURN_CALLS`) runs agent by agent, wake → call → sleep, each event recorded, so no two agents are ever awake on
+    one GPU; the other calls (costs, warm-start metrics) touch no GPU state and go to all at once."""
 
     parallel = False
     workers: list
+    schedule: Schedule | None = None
 
     def call(self, method: str, args: Mapping[int, tuple]) -> dict[int, Any]:
         """{i: worker_i.method(*args[i])} for the workers named in args."""
+        if self.schedule is None or method not in TURN_CALLS:
+            return self._call(method, args)
+        results = {}
+        for i, a in args.items():  # in agent order, one awake at a time
+            self._turn(i, "wake", method, (method,))
+            results[i] = self._turn(i, "call", method, a)
+            self._turn(i, "sleep", method, ())
+        return results
+
+    def _turn(self, index: int, event: str, method: str, args: tuple) -> Any:
+        """One event of agent `index`'s turn (its wake, the call, its sleep), recorded once it returned."""
+        started = time.perf_counter()
+        result = self._call(method if event == "call" else event, {index: args})[index]
+        self.schedule.record(index, event, method, time.perf_counter() - started)
+        return result
+
+    def _build_in_turn(self, index: int) -> None:
+        """Shared placement: agent `index` has just been built (awake, as a build leaves it): record it, put it to
+        sleep before the next agent builds on the same GPU."""
+        self.schedule.record(index, "build", "build")
+        self._turn(index, "sleep", "build", ())
+
+    def _call(self, method: str, args: Mapping[int, tuple]) -> dict[int, Any]:
         raise NotImplementedError
 
     def call_all(self, method: str, *args: Any) -> list[Any]:
@@ -114,13 +146,20 @@ class Executor:
 
 
 class LocalExecutor(Executor):
-    """Every agent in this process, called one after another."""
+    """Every agent in this process, called one after another (shared: each put to sleep once built)."""
 
-    def __init__(self, config: Config, learners: Mapping[int, LearnerParams], task: Task | None = None) -> None:
-        n = len(config.agents.members)
-        self.workers = [AgentWorker(config, i, learners.get(i), config.trainer.threads, task) for i in range(n)]
+    def __init__(
+        self, config: Config, learners: Mapping[int, LearnerParams], task: Task | None = None, shared: bool = False
+    ) -> None:
+        names = list(config.agents.members)
+        self.schedule = Schedule(names) if shared else None
+        self.workers = []
+        for i in range(len(names)):
+            self.workers.append(AgentWorker(config, i, learners.get(i), config.trainer.threads, task))
+            if shared:
+                self._build_in_turn(i)
 
-    def call(self, method: str, args: Mapping[int, tuple]) -> dict[int, Any]:
+    def _call(self, method: str, args: Mapping[int, tuple]) -> dict[int, Any]:
         return {i: getattr(self.workers[i], method)(*a) for i, a in args.items()}
 
     def close(self) -> None:
@@ -138,7 +177,7 @@ class RayExecutor(Executor):
 
     parallel = True
 
-    def __init__(self, config: Config, learners: Mapping[int, LearnerParams]) -> None:
+    def __init__(self, config: Config, learners: Mapping[int, LearnerParams], shared: bool = False) -> None:
         settings = config.executor
         self.ray = import_ray()
         self.owns_ray = connect(settings.address, settings.include_dashboard, settings.num_cpus, settings.runtime_env)
@@ -147,15 +186,23 @@ class RayExecutor(Executor):
         members = config.agents.members
         self.sharded = [i for i, member in enumerate(members.values()) if sharded(member)]
         threads = settings.threads_per_agent or config.trainer.threads or max(1, int(settings.cpus_per_agent))
+        self.shared_group = None  # shared placement: the one placement group whose bundle r holds every agent's rank r
+        if shared:
+            self.schedule, self.parallel = Schedule(list(members)), False  # the agents take turns on their GPUs
         try:
             cluster = self.ray.cluster_resources()
             total = sum(m.world_size for m in members.values())
-            _check_fits(cluster, total, settings, "agents" if total == len(members) else "agent ranks")
-            _check_placements(cluster, members)
-            self.groups = [
-                self._start(config, i, learners.get(i), member, threads) for i, member in enumerate(members.values())
-            ]
-            self.workers = [group[0] for group in self.groups]
+            if shared:
+                self.shared_group = self._shared_group(cluster, config)
+            else:
+                _check_fits(cluster, total, settings, "agents" if total == len(members) else "agent ranks")
+                _check_placements(cluster, members)
+            for i, member in enumerate(members.values()):
+                self.groups.append(self._start(config, i, learners.get(i), member, threads))
+                self.workers = [group[0] for group in self.groups]
+                if shared:  # built one after another, each asleep before the next builds on the same GPUs
+                    self._call("ready", {i: ()})
+                    self._build_in_turn(i)
             self.call_all("ready")  # build errors (a bad model path, ...) surface here, as in the local executor
             self._join_rank_groups()
             names = list(members)
@@ -174,6 +221,20 @@ class RayExecutor(Executor):
         resources = [{p: PLACEMENT_SHARE} if p else {} for p in rank_placements(member)]
         actor = self.ray.remote(_ActorWorker)
         options = {"num_cpus": settings.cpus_per_agent, "num_gpus": settings.gpus_per_agent}
+        if self.shared_group is not None:  # rank r in bundle r, a 1/N share of its GPU: Ray gives them the same one
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            options["num_gpus"] = settings.gpus_per_agent / len(config.agents.members)
+            ranks = [RankGroup(r, member.world_size) if sharded(member) else None for r in range(member.world_size)]
+            return [
+                actor.options(
+                    **options,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(
+                        self.shared_group, placement_group_bundle_index=r
+                    ),
+                ).remote(config, index, params, threads, None, rank)
+                for r, rank in enumerate(ranks)
+            ]
         if not sharded(member):
             return [actor.options(**options, resources=resources[0]).remote(config, index, params, threads)]
         from ray.util.placement_group import placement_group
@@ -201,6 +262,31 @@ class RayExecutor(Executor):
             for r in range(world)
         ]
 
+    def _shared_group(self, cluster: dict[str, float], config: Config):
+        """The shared placement's placement group, on one node: bundle r holds rank r of every agent, so
+        max(world_size) bundles of {CPU: N · cpus_per_agent, GPU: gpus_per_agent}; refused in one line when the
+        cluster cannot hold it."""
+        from ray.util.placement_group import placement_group
+
+        settings, members = config.executor, config.agents.members
+        world = max(m.world_size for m in members.values())
+        bundle = {"CPU": settings.cpus_per_agent * len(members), "GPU": settings.gpus_per_agent}
+        bundle = {k: v for k, v in bundle.items() if v}
+        for resource, need in bundle.items():
+            if need * world > cluster.get(resource, 0.0):
+                raise ConfigError(
+                    f"executor.placement=shared: {world} GPU slot(s) of {bundle} need {need * world:g} {resource}s but "
+                    f"the Ray cluster has {cluster.get(resource, 0.0):g}; lower executor.cpus_per_agent or world_size"
+                )
+        group = placement_group([bundle] * world, strategy="STRICT_PACK")
+        self.placement_groups.append(group)
+        ready, _ = self.ray.wait([group.ready()], timeout=PLACEMENT_TIMEOUT_S)
+        if not ready:
+            raise ConfigError(
+                f"executor.placement=shared: no node of the Ray cluster holds {world} × {bundle}; lower world_size"
+            )
+        return group
+
     def _join_rank_groups(self) -> None:
         """Form every sharded agent's process group: its ranks report their nodes' addresses from inside their
         actors, rank 0 opens the rendezvous on the host those give (`rendezvous_host`: 127.0.0.1 on one node, else
@@ -213,7 +299,7 @@ class RayExecutor(Executor):
         ports = self.ray.get([self.groups[i][0].store_port.remote(hosts[i]) for i in self.sharded])
         self.call("join", {i: (port, hosts[i], addresses[i]) for i, port in zip(self.sharded, ports)})
 
-    def call(self, method: str, args: Mapping[int, tuple]) -> dict[int, Any]:
+    def _call(self, method: str, args: Mapping[int, tuple]) -> dict[int, Any]:
         refs = {i: [getattr(actor, method).remote(*a) for actor in self.groups[i]] for i, a in args.items()}
         agent_of = {ref: i for i, group in refs.items() for ref in group}
         pending = list(agent_of)
@@ -318,7 +404,11 @@ class _ActorWorker(AgentWorker):
 
 def make_executor(config: Config, learners: Mapping[int, LearnerParams], task: Task | None = None) -> Executor:
     """The executor named by executor.backend, with one worker per agent, built, each handed its learner's params
-    (`learners`, resolved once by the driver; none for a frozen agent). In-process workers share `task`."""
+    (`learners`, resolved once by the driver; none for a frozen agent). In-process workers share `task`. The
+    placement (executor.placement, `auto` resolved by trainer.placement) decides whether they take turns."""
+    from hacrl_exp.trainer.placement import resolve_placement
+
+    shared = resolve_placement(config)[0] == "shared"
     if config.executor.backend == "ray":
-        return RayExecutor(config, learners)
-    return LocalExecutor(config, learners, task)
+        return RayExecutor(config, learners, shared)
+    return LocalExecutor(config, learners, task, shared)

@@ -35,6 +35,7 @@ from hacrl_exp.trainer.metrics import progress_text
 from hacrl_exp.trainer.params import LearnerParams, learner_params
 from hacrl_exp.trainer.runfolder import RunFolder, RunLock, check_new_run_folder, prepare_run
 from hacrl_exp.trainer.runstate import RunState, write_eval_records
+from hacrl_exp.trainer.schedule import FILE as SCHEDULE_FILE
 from hacrl_exp.trainer.signals import StopRequests
 from hacrl_exp.trainer.step import SharedRollouts
 
@@ -83,6 +84,9 @@ def _train(
     workers = cleanup.enter_context(make_executor(config, learners, task))  # one AgentWorker per agent, in order
     state = cleanup.enter_context(RunState.start_or_resume(config, folder, task, workers, process_start))
     names, capability = state.names, state.capability
+    if workers.schedule is not None:  # shared placement: the agents' turns, from the checkpoint's step on a resume
+        after = state.step if folder.checkpoint is not None else None
+        workers.schedule.open(folder.output_dir / SCHEDULE_FILE, after)
     group_size = trainer.group_size * get_algorithm(config.algorithm.name).rollout_multiplier
     if folder.checkpoint is None:
         state.log.add(0, skipped_row_metrics(task), None, state.tracker)  # the task.bad_rows=skip report
@@ -96,6 +100,8 @@ def _train(
             break
         times = dict.fromkeys(PHASES, 0.0)
         started = time.perf_counter()
+        if workers.schedule is not None:
+            workers.schedule.step = step
         problems = task.train_problems(step, trainer.prompts_per_step)
 
         # 1-3 ROLLOUT, REWARD, SCORE OWN: every agent, before any update this step; each keeps its token ids and

@@ -101,12 +101,21 @@ def on_gpus(config: Config, name: str) -> bool:
 
 
 def check_placement(config: Config) -> None:
-    """Refuse, before any model loads, an agent whose configured world_size / fsdp.offload on GPUs of
-    `gpu_bytes(config)` needs more per GPU than they hold (less cluster.headroom_gb): the planner's peaks
-    (`AgentMemory.peaks`, plus the allocator's slack), the same numbers `python -m hacrl_exp.plan` prints."""
+    """Refuse, before any model loads, a placement (executor.placement, auto resolved by trainer.placement) that
+    does not fit: under disjoint an agent whose configured world_size / fsdp.offload on GPUs of `gpu_bytes(config)`
+    needs more per GPU than they hold (less cluster.headroom_gb): the planner's peaks (`AgentMemory.peaks`, plus the
+    allocator's slack), the same numbers `python -m hacrl_exp.plan` prints; under shared the awake agent's peak plus
+    the sleeping ones' bytes."""
+    from hacrl_exp.trainer.placement import resolve_placement
+
+    resolve_placement(config)
+
+
+def disjoint_problem(config: Config) -> str | None:
+    """Why an agent on its own GPUs cannot fit them (`check_placement`'s line under disjoint), or None."""
     total = gpu_bytes(config)
     if total is None:
-        return
+        return None
     usable = total - int(config.cluster.headroom_gb * GIB)
     for name, agent in config.agents.members.items():
         if not on_gpus(config, name):
@@ -124,12 +133,13 @@ def check_placement(config: Config) -> None:
         fix = f"{key}.world_size={fit}" if fit else "LoRA or a shorter sequence"
         if not fit and not offload and smallest_world(mem, 4096, total, usable, True):
             fix = f"{key}.fsdp.offload=true"
-        raise ConfigError(
+        return (
             f"{key}.world_size={world} (fsdp.offload={str(offload).lower()}) needs {_size(with_slack(peak))} per GPU "
             f"({_size(peak)} peak + {ALLOCATOR_SLACK:.0%} allocator slack), "
             f"the GPUs hold {_size(usable)} usable (cluster.headroom_gb={config.cluster.headroom_gb:g} kept); "
             f"use {fix} (python -m hacrl_exp.plan proposes a placement)"
         )
+    return None
 
 
 def _size(n: int) -> str:
