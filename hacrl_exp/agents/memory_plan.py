@@ -492,7 +492,8 @@ class SharedPlan:
         worst = max(range(len(self.memories)), key=lambda a: self.per_gpu[a])
         detail = shared_detail(self.memories, self.awake, self.asleep, worst)
         if self.fits:
-            return f"shared fits on {where}: all {self.world} GPUs used by every agent, {detail} ≤ {_gib(self.usable_bytes)}"
+            usable = _gib(self.usable_bytes)
+            return f"shared fits on {where}: all {self.world} GPUs used by every agent, {detail} ≤ {usable}"
         return f"shared does not fit on {where}: {self.reason}"
 
 

@@ -35,8 +35,8 @@ import torch
 from hacrl_exp.agents.agent import make_engine
 from hacrl_exp.agents.devices import memory_metrics
 from hacrl_exp.agents.factory import agent_seed, make_agent
-from hacrl_exp.agents.residency import OPTIMIZER_CALLS, move_agent
 from hacrl_exp.agents.ranks import ONE_RANK, RankGroup, gather, rank_rows
+from hacrl_exp.agents.residency import OPTIMIZER_CALLS, move_agent
 from hacrl_exp.config.schema import Config
 from hacrl_exp.rollout.base import SamplingSettings, compute_device
 from hacrl_exp.rollout.vllm import Layout
