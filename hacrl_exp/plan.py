@@ -3,21 +3,24 @@
     python -m hacrl_exp.plan experiment=paper_qwen3_4b_8b cluster.gpus=8 cluster.gpu_memory_gb=80
 
 The overrides compose exactly as for `python -m hacrl_exp.run`; nothing loads but each model's config.json (a
-local file or the planner's built-in table). Prints a table per agent, the placement (agents.memory_plan) and each
-agent's layout, `qwen3_8b: W=4 = 2 data-parallel × 2 tensor-parallel` (rollout.tensor_parallel: GPUs per vLLM
-engine; rollout.vllm.Layout), exit code 0 when it fits; otherwise one line with the reason and the smallest changes
-that would fit, exit code 2.
+local file or the planner's built-in table). Prints a table per agent, both placements (agents.memory_plan:
+disjoint, each agent its own GPUs; shared, every agent on all of them, one awake at a time) with a step's order of
+calls, which one executor.placement takes and why, and each agent's layout, `qwen3_8b: W=4 = 2 data-parallel × 2
+tensor-parallel` (rollout.tensor_parallel: GPUs per vLLM engine; rollout.vllm.Layout), exit code 0 when the chosen
+placement fits; otherwise one line with both reasons (the per-GPU bytes) and the smallest changes that would make
+the disjoint one fit, exit code 2.
 """
 
 from __future__ import annotations
 
 import sys
+from functools import partial
 
 from rich.console import Console
 from rich.table import Table
 
 from hacrl_exp.agents.logprobs import chunk_rows
-from hacrl_exp.agents.memory_plan import GIB, AgentMemory, Plan, plan
+from hacrl_exp.agents.memory_plan import GIB, AgentMemory, Plan, SharedPlan, choose_placement, plan, plan_shared
 from hacrl_exp.algo import ALGORITHMS
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
@@ -96,6 +99,34 @@ def placement_table(result: Plan) -> Table:
     return table
 
 
+def shared_table(result: SharedPlan) -> Table:
+    """executor.placement=shared: every agent on all the GPUs, one awake at a time (agents.memory_plan.SharedPlan)."""
+    usable = result.usable_bytes / GIB
+    title = f"shared placement on {result.gpus} × {result.gpu_bytes / GIB:.0f} GiB ({usable:.0f} usable), one awake"
+    table = Table(title=title)
+    columns = ("agent", "W", "GPUs", "awake peak/GPU", "asleep/GPU", "GPU while awake", "PCIe/step/GPU")
+    for column in columns:
+        table.add_column(column, justify="left" if column in ("agent", "GPUs") else "right")
+    gpus = f"0-{result.world - 1}" if result.world > 1 else "0"
+    for a, mem in enumerate(result.memories):
+        table.add_row(
+            mem.name, str(result.world), gpus, _gib(result.awake[a]), _gib(result.asleep[a]),
+            _gib(result.per_gpu[a]), _gib(result.moved[a]),
+        )  # fmt: skip
+    return table
+
+
+def step_order(names: list[str], placement: str) -> str:
+    """One step's order of calls under `placement`: side by side (disjoint), or agent by agent between its wake and
+    its sleep (shared; learn's wake brings the gradients and AdamW state too)."""
+    if placement == "disjoint":
+        together = " ∥ ".join(names)
+        return f"step order (disjoint): rollout {together} → capability → learn {together} → log, eval, checkpoint"
+    rollouts = [f"[wake {n} → rollout → sleep]" for n in names]
+    learns = [f"[wake {n} +AdamW → learn → sleep]" for n in names]
+    return f"step order (shared): {' → '.join(rollouts)} → capability → {' → '.join(learns)} → log, eval, checkpoint"
+
+
 def layout_lines(result: Plan, tensor_parallel: int) -> list[str]:
     """One line per placed agent: its W as data-parallel × tensor-parallel ranks."""
     return [f"{p.name}: {Layout.of(p.world, tensor_parallel)}" for p in result.placements]
@@ -107,16 +138,29 @@ def main(argv: list[str] | None = None) -> int:
     with exit_on_bad_input(ConfigError):
         config = preflight(argv, "config")
         gpus, memory = cluster_size(config)
-        result = plan(config, gpus, memory, ALGORITHMS[config.algorithm.name].rollout_multiplier)
+        multiplier = ALGORITHMS[config.algorithm.name].rollout_multiplier
+        result = plan(config, gpus, memory, multiplier)
+        shared = plan_shared(config, gpus, memory, multiplier)
         console = Console(width=120)
+        say = partial(console.print, highlight=False, markup=False, soft_wrap=True)
         for mem in result.memories:
             console.print(agent_table(mem))
-        if not result.fits:
-            raise ConfigError(result.line())
-        console.print(placement_table(result))
-        for line in layout_lines(result, config.rollout.tensor_parallel):
-            console.print(line, highlight=False)
-        console.print(result.line())
+        names = [mem.name for mem in result.memories]
+        if result.fits:
+            console.print(placement_table(result))
+            for line in layout_lines(result, config.rollout.tensor_parallel):
+                say(line)
+        say(f"disjoint: {result.line()}")
+        say(step_order(names, "disjoint"))
+        console.print(shared_table(shared))
+        say(shared.line())
+        say(
+            f"shared: host RAM {shared.host_bytes / GIB:,.2f} GiB for the sleeping state; {step_order(names, 'shared')}"
+        )
+        chosen, why = choose_placement(config.executor.placement, result, shared)
+        if chosen is None:
+            raise ConfigError(why)
+        say(f"executor.placement={config.executor.placement} → {chosen}: {why}")
     return 0
 
 

@@ -493,7 +493,7 @@ class SharedPlan:
         detail = shared_detail(self.memories, self.awake, self.asleep, worst)
         if self.fits:
             usable = _gib(self.usable_bytes)
-            return f"shared fits on {where}: all {self.world} GPUs used by every agent, {detail} ≤ {usable}"
+            return f"shared fits on {where}: every agent on all {self.world} GPU(s), {detail} ≤ {usable}"
         return f"shared does not fit on {where}: {self.reason}"
 
 
@@ -554,9 +554,9 @@ def choose_placement(asked: str, disjoint: Plan, shared: SharedPlan) -> tuple[st
     if asked == "shared":
         return ("shared", "executor.placement=shared") if shared.fits else (None, shared.line())
     if disjoint.fits:
-        return "disjoint", "auto: disjoint fits (own GPUs per agent, phases in parallel, nothing moves over PCIe)"
+        return "disjoint", "disjoint fits (own GPUs per agent, phases in parallel, nothing moves over PCIe)"
     if shared.fits:
-        return "shared", f"auto: disjoint does not fit ({disjoint.reason}), shared does"
+        return "shared", f"disjoint does not fit ({disjoint.reason}), shared does"
     return None, f"{disjoint.line()}; {shared.line()}"
 
 

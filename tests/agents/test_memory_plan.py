@@ -230,3 +230,56 @@ def test_the_plan_prints_each_agents_data_parallel_by_tensor_parallel_layout(cap
     assert "qwen3_8b: W=5 = 5 data-parallel × 1 tensor-parallel\n" in out
     one = plan(vllm_config("agents.members.qwen3_4b.lora.r=8", tensor_parallel=2), 8, 80)
     assert "qwen3_4b: W=1 = 1 data-parallel × 1 tensor-parallel" in layout_lines(one, 2)  # an unsharded agent
+
+
+def test_the_plan_prints_both_placements_with_their_step_order(capsys):
+    """4B + 8B on 8 × 80 GiB: disjoint (2 + 5 GPUs) and shared (both on all 8, the 8B awake: its peak + the 4B's
+    sleeping bytes per GPU); auto takes disjoint, which fits and moves nothing over PCIe."""
+    from hacrl_exp.agents.memory_plan import SLEEPING_PROCESS_BYTES, plan_shared
+
+    config = preflight(["experiment=paper_qwen3_4b_8b"])
+    shared = plan_shared(config, 8, 80)
+    assert shared.fits and shared.world == 8
+    assert shared.asleep == [SLEEPING_PROCESS_BYTES] * 2  # hf rollouts: no vLLM graphs
+    small, big = shared.memories
+    assert shared.awake[1] == int(max(big.peaks(8, False, 80 * GIB)) * 1.1)
+    assert shared.per_gpu == [shared.awake[0] + shared.asleep[1], shared.awake[1] + shared.asleep[0]]
+    assert round(shared.per_gpu[1] / GIB, 2) == 63.51 and round(shared.per_gpu[0] / GIB, 2) == 44.29
+    assert shared.moved[1] == 2 * (big.weights_share(8) + big.state_share(8))  # weights for rollout, state for learn
+    assert shared.host_bytes == small.sharded_state + big.sharded_state
+    plan_main(["experiment=paper_qwen3_4b_8b", "cluster.gpus=8", "cluster.gpu_memory_gb=80"])
+    out = capsys.readouterr().out
+    assert "disjoint: fits on 8 × 80 GiB GPUs: 7 GPUs used, qwen3_4b W=2, qwen3_8b W=5" in out
+    assert "shared fits on 8 × 80 GiB GPUs" in out and "qwen3_8b awake 62.51 GiB + qwen3_4b asleep 1.00 GiB" in out
+    assert "[wake qwen3_4b → rollout → sleep] → [wake qwen3_8b → rollout → sleep] → capability" in out
+    assert "rollout qwen3_4b ∥ qwen3_8b" in out
+    assert "executor.placement=auto → disjoint" in out
+
+
+def test_auto_takes_shared_where_disjoint_cannot_fit_and_refuses_neither_in_one_line(capsys):
+    """1.7B + 4B on one 141 GiB GPU: two agents cannot each have their own, but they fit in turn. 4B + 8B on one
+    80 GiB GPU fit neither way: one line with the per-GPU bytes, exit 2."""
+    plan_main(["experiment=paper_qwen3_1p7b_4b", "cluster.gpus=1", "cluster.gpu_memory_gb=141"])
+    out = capsys.readouterr().out
+    assert "executor.placement=auto → shared: disjoint does not fit (2 agents need at least 2 GPUs" in out
+    assert "qwen3_4b awake 107.17 GiB + qwen3_1p7b asleep 1.00 GiB = 108.17 GiB per GPU ≤ 137.00 GiB" in out
+    with pytest.raises(SystemExit) as stop:  # asked for disjoint, it is refused even though shared fits
+        plan_main(["experiment=paper_qwen3_1p7b_4b", "cluster.gpus=1", "cluster.gpu_memory_gb=141",
+                   "executor.placement=disjoint"])  # fmt: skip
+    assert stop.value.code == 2
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as stop:
+        plan_main(["experiment=paper_qwen3_4b_8b", "cluster.gpus=1", "cluster.gpu_memory_gb=80"])
+    err = capsys.readouterr().err.strip()
+    assert stop.value.code == 2 and "\n" not in err
+    assert "shared does not fit on 1 × 80 GiB GPUs: qwen3_8b awake 192.57 GiB + qwen3_4b asleep 1.00 GiB" in err
+    assert "= 193.57 GiB per GPU, 76.00 GiB usable" in err
+
+
+def test_a_sleeping_vllm_engine_keeps_its_cuda_graphs_unless_eager():
+    from hacrl_exp.agents.memory_plan import SLEEPING_PROCESS_BYTES, VLLM_GRAPH_BYTES
+
+    graphs = estimate(vllm_config())
+    eager = estimate(vllm_config("rollout.vllm.enforce_eager=true"))
+    assert [m.sleeping_bytes() for m in graphs] == [SLEEPING_PROCESS_BYTES + VLLM_GRAPH_BYTES] * 2
+    assert [m.sleeping_bytes() for m in eager] == [SLEEPING_PROCESS_BYTES] * 2
