@@ -40,7 +40,7 @@ def resolve_placement(config: Config) -> tuple[str, str]:
         return "disjoint", "auto: every agent fits its own GPUs"
     if shared is None:
         return "shared", f"auto: disjoint does not fit ({disjoint}); shared does"
-    raise ConfigError(f"executor.placement=auto fits neither placement: shared: {shared}; disjoint: {disjoint}")
+    raise ConfigError(f"{disjoint}; nor does executor.placement=shared (auto tried both): {shared}")
 
 
 def shared_problem(config: Config, total: int) -> str | None:

@@ -112,10 +112,22 @@ def check_placement(config: Config) -> None:
 
 
 def disjoint_problem(config: Config) -> str | None:
-    """Why an agent on its own GPUs cannot fit them (`check_placement`'s line under disjoint), or None."""
+    """Why the agents on their own GPUs cannot fit them (`check_placement`'s line under disjoint), or None: more
+    ranks than cluster.gpus, or an agent whose peak per GPU exceeds a GPU's."""
     total = gpu_bytes(config)
     if total is None:
         return None
+    settings, members = config.executor, config.agents.members
+    ranks = sum(a.world_size for n, a in members.items() if on_gpus(config, n))
+    if (
+        config.cluster.gpus is not None
+        and settings.backend == "ray"
+        and ranks * settings.gpus_per_agent > config.cluster.gpus
+    ):
+        return (
+            f"executor.placement=disjoint: {ranks} agent ranks × executor.gpus_per_agent={settings.gpus_per_agent:g} "
+            f"need {ranks * settings.gpus_per_agent:g} GPUs of their own, cluster.gpus={config.cluster.gpus}"
+        )
     usable = total - int(config.cluster.headroom_gb * GIB)
     for name, agent in config.agents.members.items():
         if not on_gpus(config, name):

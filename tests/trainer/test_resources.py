@@ -64,3 +64,29 @@ def test_the_run_refuses_it_with_exit_code_2_before_loading_a_model(tmp_path):
     lines = [x for x in result.stderr.splitlines() if x.strip()]
     assert result.returncode == 2 and len(lines) == 1, result.stderr
     assert lines[0].startswith("ConfigError: agents.members.qwen3_4b.world_size=1"), lines
+
+
+def test_auto_placement_is_disjoint_on_cpus_and_where_it_fits_else_shared():
+    """The run's own choice (trainer.placement.resolve_placement), from the config alone: CPU agents stay disjoint
+    (the default run), two agents on one 141 GiB GPU take turns, and an asked placement that cannot fit is refused."""
+    from hacrl_exp.trainer.placement import resolve_placement
+
+    assert resolve_placement(preflight([]))[0] == "disjoint"
+    assert resolve_placement(preflight(["executor.placement=shared"]))[0] == "shared"  # on CPU: turns, no moves
+    pair = ["experiment=paper_qwen3_1p7b_4b", "executor=ray", "executor.gpus_per_agent=1", "cluster.gpu_memory_gb=141"]
+    assert resolve_placement(preflight([*pair, "cluster.gpus=2"]))[0] == "disjoint"
+    chosen, why = resolve_placement(preflight([*pair, "cluster.gpus=1"]))
+    assert chosen == "shared" and why.startswith("auto: disjoint does not fit (executor.placement=disjoint: 2 agent")
+    with pytest.raises(ConfigError, match=r"need 2 GPUs of their own, cluster.gpus=1$"):
+        resolve_placement(preflight([*pair, "cluster.gpus=1", "executor.placement=disjoint"]))
+    with pytest.raises(ConfigError, match=r"executor.placement=shared: qwen3_4b awake 107.17 GiB \+ qwen3_1p7b asleep"):
+        resolve_placement(preflight([*pair, "cluster.gpus=1", "cluster.gpu_memory_gb=80", "executor.placement=shared"]))
+
+
+def test_shared_placement_settings_that_cannot_work_are_one_line():
+    with pytest.raises(ConfigError, match=r"executor.gpus_per_agent=2 with executor.placement=shared"):
+        preflight(["executor=ray", "executor.placement=shared", "executor.gpus_per_agent=2"])
+    with pytest.raises(ConfigError, match=r"agents.members.opt_char.placement/span_nodes with executor.placement=sh"):
+        preflight(["executor=ray", "executor.placement=shared", "agents.members.opt_char.placement=node_a"])
+    with pytest.raises(ConfigError, match=r"executor.placement='both'|executor.placement"):
+        preflight(["executor.placement=both"])
