@@ -55,3 +55,23 @@ def move_agent(agent, device: torch.device, *, optimizer: bool, pin: bool, shard
             move_module(module, device, pin, sharded and module is not getattr(agent.engine, "_copy", None))
     if optimizer and agent.optimizer is not None:
         move_optimizer(agent.optimizer, device, pin)
+
+
+def wake(agent, device: torch.device, call: str, sharded: bool = False) -> None:
+    """Before `call` on a shared GPU: the weights (for OPTIMIZER_CALLS the gradients and AdamW state too) to
+    `device`; the vLLM engine wakes itself at its next generation. On a CPU device nothing moves."""
+    if device.type != "cpu":
+        move_agent(agent, device, optimizer=call in OPTIMIZER_CALLS, pin=False, sharded=sharded)
+
+
+def sleep(agent, device: torch.device, sharded: bool = False) -> None:
+    """After a call on a shared GPU: weights to pinned host RAM, gradients and AdamW state to host RAM, the vLLM
+    engine to sleep level 1, the caching allocator's free blocks back to the driver. On a CPU device nothing moves."""
+    if device.type == "cpu":
+        return
+    move_agent(agent, torch.device("cpu"), optimizer=True, pin=True, sharded=sharded)
+    if hasattr(agent.engine, "sleep"):
+        agent.engine.sleep(level=1)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        torch.cuda.empty_cache()

@@ -32,11 +32,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from hacrl_exp.agents import residency
 from hacrl_exp.agents.agent import make_engine
 from hacrl_exp.agents.devices import memory_metrics
 from hacrl_exp.agents.factory import agent_seed, make_agent
 from hacrl_exp.agents.ranks import ONE_RANK, RankGroup, gather, rank_rows
-from hacrl_exp.agents.residency import OPTIMIZER_CALLS, move_agent
 from hacrl_exp.config.schema import Config
 from hacrl_exp.rollout.base import SamplingSettings, compute_device
 from hacrl_exp.rollout.vllm import Layout
@@ -210,23 +210,15 @@ class AgentWorker:
 
     def wake(self, call: str) -> None:
         """executor.placement=shared, before `call` on the GPU this agent shares: its weights (and for learn, save,
-        load and join its gradients and AdamW state) back from host RAM (agents.residency). The vLLM engine wakes
-        itself at its next generation. On a CPU device nothing moves."""
-        if self.device.type != "cpu":
-            move_agent(self.agent, self.device, optimizer=call in OPTIMIZER_CALLS, pin=False, sharded=self._sharded)
+        load and join its gradients and AdamW state) back from host RAM (agents.residency.wake). On a CPU device
+        nothing moves."""
+        residency.wake(self.agent, self.device, call, self._sharded)
 
     def sleep(self) -> None:
         """executor.placement=shared, after a call: weights to pinned host RAM, gradients and AdamW state to host RAM,
-        the vLLM engine to sleep level 1, the caching allocator's free blocks back to the driver, so the next agent
-        on this GPU has it. On a CPU device nothing moves."""
-        if self.device.type == "cpu":
-            return
-        move_agent(self.agent, torch.device("cpu"), optimizer=True, pin=True, sharded=self._sharded)
-        if hasattr(self.agent.engine, "sleep"):
-            self.agent.engine.sleep(level=1)
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-            torch.cuda.empty_cache()
+        the vLLM engine to sleep level 1, the allocator's free blocks released (agents.residency.sleep), so the next
+        agent on this GPU has it. On a CPU device nothing moves."""
+        residency.sleep(self.agent, self.device, self._sharded)
 
     @property
     def _sharded(self) -> bool:
