@@ -25,6 +25,8 @@ Rows:
   trl     our GSPO step (1 agent) next to TRL's GRPOTrainer in GSPO mode on the same rows (benchmarks.gpu_trl); TRL and
           its datasets dependency travel as wheels (docs/gpu.md); skipped, with a line, when trl does not import
   lora, vllm  (not in the default set) a HACPO step with LoRA r=16 on a bf16 base; vLLM generation
+  share   (not in the default set) executor.placement=shared on one GPU: two agents, sleep and wake seconds, the
+          bytes a wake moves and a sleeping agent leaves, beside the planner's (agents.residency, memory_plan)
 MFU = executed model FLOPs / (seconds × 989 TFLOP/s, the H200's dense bf16 peak): 2·N_body per token forward plus
 2·V·h per token the head projects (responses only on the chunked path), ×3 for trained rows; attention scores and
 recomputation are not counted (benchmarks.gpu_workload.forward_flops).
@@ -48,7 +50,7 @@ import torch
 from benchmarks.gpu_workload import SMOKE, Sizes
 
 ROWS = ("gen", "gspo", "hacpo", "fsdp", "trl")
-BUDGET_S = {"gen": 60, "gspo": 26, "hacpo": 32, "fsdp": 36, "trl": 26, "lora": 30, "vllm": 90}
+BUDGET_S = {"gen": 60, "gspo": 26, "hacpo": 32, "fsdp": 36, "trl": 26, "lora": 30, "vllm": 90, "share": 30}
 """Seconds each row's child may take on an H200 (import, build and measurement included): 180 s for the default set."""
 SMOKE_BUDGET_S = 240
 CPU_SIZES = Sizes(256, 4, 4, 2, 64, 768, 151936, prompts=4, group=4, prompt_len=32, response_len=64, micro_batch=8)

@@ -10,6 +10,7 @@
 #
 #   benchmarks/gpu_check.sh                       # every row: gen,gspo,hacpo,fsdp,trl
 #   benchmarks/gpu_check.sh --rows gspo,trl       # some rows
+#   benchmarks/gpu_check.sh --rows share          # two agents sharing the GPU: wake/sleep s, bytes left, planner
 #   benchmarks/gpu_check.sh --smoke               # tiny sizes on CPU
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -70,6 +70,50 @@ def _training(algorithm: str):
     return row
 
 
+def share(sizes: Sizes, device: torch.device, record) -> None:
+    """executor.placement=shared on one GPU: two agents of the workload's shape (0.6B at full size), one trained once
+    (so its gradients and AdamW state exist), then a turn each: sleep and wake seconds, the bytes each wake brings,
+    and what a sleeping agent still holds on the device, next to the planner's (`AgentMemory.sleeping_bytes` counts
+    its own process's CUDA context too, which two agents in one process share: the measured bytes here are the
+    tensors it leaves, the context is the difference)."""
+    from benchmarks.gpu_workload import train_step
+    from hacrl_exp.agents import residency
+
+    agents = make_agents(sizes, device, synthetic_tokenizer(sizes.vocab), MIXED, LoraConfig())
+    train_step(agents, "hacpo", sizes, 1)  # gradients and AdamW state allocated, as after a learn
+    runtime = Runtime(device.type)
+    for agent in agents:  # both asleep: the device holds what sleeping agents leave
+        residency.sleep(agent, device)
+    empty = _allocated(device)
+    for agent in agents:
+        mem = estimate_agent(agent.name, AgentConfig(model=MIXED), shape_from_hf_config(agent.model.config),
+                             workload_of(sizes), runtime=runtime)  # fmt: skip
+        started = time.perf_counter()
+        residency.wake(agent, device, "learn")
+        _sync(device)
+        woke_s, awake = time.perf_counter() - started, _allocated(device)
+        started = time.perf_counter()
+        residency.sleep(agent, device)
+        slept_s = time.perf_counter() - started
+        record("share", status="ok", agent=agent.name, sleep_s=slept_s, wake_s=woke_s,
+               moved_gib=(awake - empty) / GIB, planned_moved_gib=mem.state / GIB,
+               left_gib=(_allocated(device) - empty) / GIB, both_asleep_gib=empty / GIB,
+               reserved_gib=_reserved(device) / GIB, planned_asleep_gib=mem.sleeping_bytes() / GIB)  # fmt: skip
+
+
+def _allocated(device: torch.device) -> int:
+    return torch.cuda.memory_allocated(device) if device.type == "cuda" else 0
+
+
+def _reserved(device: torch.device) -> int:
+    return torch.cuda.memory_reserved(device) if device.type == "cuda" else 0
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
 def fsdp(sizes: Sizes, device: torch.device, record) -> None:
     """FSDP2 at W = 1, offload off then on: one timed step each after the warm-up (offload steps are slow)."""
 
@@ -119,7 +163,7 @@ def vllm(sizes: Sizes, device: torch.device, record) -> None:
 
 
 ROWS = {"gen": generation, "gspo": _training("gspo"), "hacpo": _training("hacpo"), "fsdp": fsdp, "trl": trl,
-        "lora": lora, "vllm": vllm}  # fmt: skip
+        "lora": lora, "vllm": vllm, "share": share}  # fmt: skip
 
 
 def _fmt(value, spec: str) -> str:

@@ -60,3 +60,16 @@ def test_a_row_past_its_budget_is_killed_and_every_row_before_it_is_kept(tmp_pat
     assert names[:3] == ["env", "gen_dynamic", "gen_static"] and "gen_done" in names
     assert rows[-1]["row"] == "gspo" and rows[-1]["status"] == "timeout"
     assert "| gspo | timeout |" in result.stdout
+
+
+def test_share_row_turns_two_agents_on_one_device_beside_the_planner(tmp_path):
+    """The shared placement's row: a turn per agent (sleep, wake) with only the GPU machine's packages; on CPU nothing
+    moves (0 bytes), the planner's sleeping bytes (1 GiB: context and NCCL buffers) and state share stand beside."""
+    result, rows = run_check(tmp_path, "--inline", "--rows", "share", absent=ABSENT)
+    assert result.returncode == 0, result.stderr[-3000:]
+    share = [r for r in rows if r["row"] == "share"]
+    assert [r["agent"] for r in share] == ["agent0", "agent1"]
+    for row in share:
+        assert row["status"] == "ok" and row["moved_gib"] == row["left_gib"] == 0.0  # CPU: the calls, no moves
+        assert row["planned_asleep_gib"] == 1.0 and row["planned_moved_gib"] > 0
+        assert row["wake_s"] >= 0 and row["sleep_s"] >= 0
