@@ -31,7 +31,7 @@ GROUPS = {
     "tests/reliability/test_secrets_everywhere.py": "secrets",  # a module-scoped run with planted secrets
     "tests/trainer/test_fsdp.py": "ray",  # one private Ray cluster at a time
     "tests/trainer/test_ray.py": "ray",
-    "tests/trainer/test_shared_placement.py": "ray",  # three module-scoped runs, two of them on a private Ray
+    "tests/trainer/test_shared_placement.py": "ray",  # two module-scoped runs, one of them on a private Ray
 }
 """Test files whose tests run on one worker, by group name (paths from the repository root)."""
 
@@ -143,7 +143,7 @@ SLOW = (
     "tests/trainer/test_fsdp.py",
     "tests/trainer/test_job_datasets.py::test_a_generated_task_names_its_generator_and_each_benchmark",
     "tests/trainer/test_ray.py",
-    "tests/trainer/test_shared_placement.py::test_shared_disjoint_and_local_runs_are_bit_identical",
+    "tests/trainer/test_shared_placement.py::test_shared_and_local_runs_are_bit_identical",
     "tests/trainer/test_shared_placement.py::test_every_shared_call_is_between_its_agents_wake_and_sleep",
     "tests/trainer/test_resources.py::test_auto_placement_is_disjoint_on_cpus_and_where_it_fits_else_shared",
     "tests/agents/test_memory_plan.py::test_auto_takes_shared_where_disjoint_cannot_fit_and_refuses_neither",
