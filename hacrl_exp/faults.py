@@ -8,7 +8,8 @@ flush, exactly like `kill -9` or the OOM killer. Without the variable each call 
 
     HACRL_CRASH_AT=checkpoint:2 python -m hacrl_exp.run trainer.checkpoint_every=1   # dies writing checkpoint 2
 
-Points: generate (hacrl_exp.rollout.hf), update (hacrl_exp.trainer.step, after an optimizer step),
+Points: generate (hacrl_exp.rollout.hf), update (hacrl_exp.trainer.step, after an optimizer step), sleep (an agent put
+to sleep under executor.placement=shared, hacrl_exp.trainer.worker),
 checkpoint (hacrl_exp.trainer.checkpoint), mlflow (hacrl_exp.tracking.MlflowTracker.flush, after a batch).
 """
 

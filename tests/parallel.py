@@ -145,6 +145,7 @@ SLOW = (
     "tests/trainer/test_ray.py",
     "tests/trainer/test_shared_placement.py::test_shared_and_local_runs_are_bit_identical",
     "tests/trainer/test_shared_placement.py::test_every_shared_call_is_between_its_agents_wake_and_sleep",
+    "tests/trainer/test_shared_resume.py",
     "tests/trainer/test_resources.py::test_auto_placement_is_disjoint_on_cpus_and_where_it_fits_else_shared",
     "tests/agents/test_memory_plan.py::test_auto_takes_shared_where_disjoint_cannot_fit_and_refuses_neither",
     "tests/trainer/test_data_parallel.py::test_ranks_that_split_the_rows_end_where_one_agent_does",

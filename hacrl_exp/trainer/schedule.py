@@ -14,6 +14,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from hacrl_exp.trainer.checkpoint import write_text_atomic
+
 FILE = "schedule.jsonl"
 EVENTS = ("build", "wake", "call", "sleep")
 
@@ -32,7 +34,7 @@ class Schedule:
         dropped; the events recorded so far follow."""
         kept = [r for r in read_schedule(path) if r["step"] <= after_step] if after_step is not None else []
         pending = [{**r, "step": after_step or 0} for r in self.pending]  # the build and load: the starting step's
-        path.write_text("".join(json.dumps(r) + "\n" for r in kept + pending))
+        write_text_atomic(path, "".join(json.dumps(r) + "\n" for r in kept + pending))  # a kill keeps the old file
         self.path, self.pending = path, []
 
     def record(self, index: int, event: str, call: str, seconds: float = 0.0) -> None:

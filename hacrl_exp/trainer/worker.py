@@ -38,6 +38,7 @@ from hacrl_exp.agents.devices import memory_metrics
 from hacrl_exp.agents.factory import agent_seed, make_agent
 from hacrl_exp.agents.ranks import ONE_RANK, RankGroup, gather, rank_rows
 from hacrl_exp.config.schema import Config
+from hacrl_exp.faults import crash_point
 from hacrl_exp.rollout.base import SamplingSettings, compute_device
 from hacrl_exp.rollout.vllm import Layout
 from hacrl_exp.tasks import build_task
@@ -219,6 +220,7 @@ class AgentWorker:
         the vLLM engine to sleep level 1, the allocator's free blocks released (agents.residency.sleep), so the next
         agent on this GPU has it. On a CPU device nothing moves."""
         residency.sleep(self.agent, self.device, self._sharded)
+        crash_point("sleep")  # fault-injection hook (hacrl_exp.faults): a kill while an agent is put to sleep
 
     @property
     def _sharded(self) -> bool:
