@@ -23,7 +23,13 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from hacrl_exp.config.cli import check_config_files, config_dirs_of, hydra_argv, parse_arguments  # noqa: E402
+from hacrl_exp.config.cli import (  # noqa: E402
+    check_config_files,
+    check_job_name,
+    config_dirs_of,
+    hydra_argv,
+    parse_arguments,
+)
 from hacrl_exp.config.preflight import CONFIG_DIR  # noqa: E402
 from hacrl_exp.errors import ConfigError, NumericsError, OutputError, RunInterrupted, exit_on_bad_input  # noqa: E402
 from hacrl_exp.paths import check_output, take_follow_flag  # noqa: E402
@@ -70,6 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         with exit_on_bad_input(ConfigError, DataError, OutputError):
             arguments = parse_arguments(argv)  # Hydra's parser: what it would refuse is refused here, before any file
             check_config_files(argv)
+            check_job_name(argv)  # the name of Hydra's log file
             config = preflight(list(arguments.overrides or []) + config_dirs_of(argv), "config")
             if INSPECT_FLAGS.intersection(argv):
                 hydra_main()

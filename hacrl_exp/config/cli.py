@@ -7,6 +7,8 @@ them, and the config files they bring in, checked before Hydra (or anything else
 - `check_config_files`: the YAML files of --config-dir / --config-path / hydra.searchpath folders are at most
   `MAX_CONFIG_BYTES` each, use at most `MAX_YAML_ALIASES` aliases and expand to at most `MAX_YAML_NODES` values (an
   "anchor bomb" of nested aliases expands to gigabytes while composing; a recursive alias never ends).
+- `check_job_name`: `hydra.job.name` names Hydra's log file (<job folder>/<name>.log), so it is one plain name
+  (`paths.check_name`), never `../../x`.
 
 The entry points import these from here, never from each other (docs/architecture.md).
 """
@@ -76,6 +78,16 @@ def config_folders(argv: list[str]) -> list[Path]:
         if key == "hydra.searchpath":
             folders += [Path(v.strip(" '\"")[len("file://") :]) for v in value.strip("[]").split(",") if "file://" in v]
     return folders
+
+
+def check_job_name(argv: list[str]) -> None:
+    """ConfigError naming hydra.job.name when the command line sets it to anything but one plain file name."""
+    from hacrl_exp.paths import check_name
+
+    for override in parse_arguments(argv).overrides or []:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key == "hydra.job.name":
+            check_name(value.strip("'\""), key)
 
 
 def check_config_files(argv: list[str]) -> None:

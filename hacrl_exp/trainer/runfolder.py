@@ -21,7 +21,14 @@ from pathlib import Path
 
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.paths import check_free_space, check_output, size_of
+from hacrl_exp.paths import (
+    FOLLOW_SYMLINKS_FLAG,
+    check_free_space,
+    check_output,
+    follow_symlinks,
+    open_no_follow,
+    size_of,
+)
 from hacrl_exp.trainer.checkpoint import intact_checkpoint
 
 log = logging.getLogger(__name__)
@@ -183,10 +190,25 @@ def check_run_folder(config: Config, output_dir: Path | None) -> RunFolder:
             f"({run}); drop trainer.output_dir or set it to {run}"
         )
     check_output(run, "trainer.resume")
+    check_checkpoint_links(checkpoint, trainer.resume)
     check_unlocked(run)
     state = json.loads((checkpoint / "state.json").read_text())
     check_same_config(config_params(config), state, trainer.resume)
     return RunFolder(run, checkpoint, state)
+
+
+def check_checkpoint_links(checkpoint: Path, resume: str) -> None:
+    """A resume reads (and then writes) checkpoints in the run's own folder: a checkpoints folder or step folder
+    that is a symlink (into another run, whose weights it would resume and whose checkpoints it would rotate) is
+    refused, as an output path that is a symlink is, unless --follow-symlinks."""
+    if follow_symlinks():
+        return
+    for link in (checkpoint.parent, checkpoint):
+        if os.path.islink(link):
+            raise ConfigError(
+                f"trainer.resume={resume}: {link} is a symlink (to {os.readlink(link)}); a run resumes only the "
+                f"checkpoints in its own folder: copy them in, or pass {FOLLOW_SYMLINKS_FLAG}"
+            )
 
 
 def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Config, RunFolder]:
@@ -260,9 +282,9 @@ def _in_use(folder: Path, holder: str) -> ConfigError:
 def check_unlocked(folder: Path) -> None:
     """Refuse a run folder another process holds, without writing anything (a probe of its lock)."""
     lock = folder / LOCK
-    if not lock.is_file():
+    if not os.path.lexists(lock):
         return
-    fd = os.open(lock, os.O_RDONLY)
+    fd = open_no_follow(lock, os.O_RDONLY)  # a symlink planted as .lock is refused here, before anything is written
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -279,7 +301,7 @@ class RunLock:
 
     def __enter__(self) -> RunLock:
         self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_no_follow(self.folder / LOCK, os.O_RDWR | os.O_CREAT)  # never truncates a symlink's target
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
