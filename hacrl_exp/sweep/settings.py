@@ -15,6 +15,7 @@ import numpy as np
 import optuna
 
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.paths import check_name
 
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("none", "median", "percentile", "threshold")
@@ -90,6 +91,7 @@ def parse_settings(raw: Mapping[str, Any], sweep_dir: Path) -> SweepSettings:
     name = str(raw["study_name"])
     if not STUDY_NAME.match(name):
         raise ConfigError(f"{KEY}.study_name={name!r} may hold only letters, digits, '_', '.' and '-'")
+    check_name(name, f"{KEY}.study_name")  # names best_alpha/<study>.yaml: not '.', '..' or hidden
     for key in ("n_trials", "n_jobs", "max_failures"):
         if int(raw[key]) < 1:
             raise ConfigError(f"{KEY}.{key}={raw[key]} must be >= 1")

@@ -51,7 +51,12 @@ class StoreLocation:
 def store_location(cfg: TrackingConfig) -> StoreLocation:
     """The store of `cfg`, parsed strictly (module docstring); ConfigError naming the setting when MLflow would read
     the URI as another store than the one typed."""
-    uri, source = cfg.uri or default_uri(), store_source(cfg)
+    return parse_store_uri(cfg.uri or default_uri(), store_source(cfg))
+
+
+def parse_store_uri(uri: str, source: str) -> StoreLocation:
+    """`uri` parsed strictly into the store MLflow will open (module docstring); ConfigError naming `source` (the
+    setting or flag it came from) otherwise. Shared by every entry point that opens a store (run, ui, report)."""
     scheme = urlparse(uri).scheme
     if scheme in ("", "file") or scheme == "sqlite" or scheme in ("http", "https"):
         for char, what in (("?", "a query (?…), which MLflow reads as options"), ("#", "a fragment (#…)")):
