@@ -7,8 +7,8 @@ them, and the config files they bring in, checked before Hydra (or anything else
 - `check_config_files`: the YAML files of --config-dir / --config-path / hydra.searchpath folders are at most
   `MAX_CONFIG_BYTES` each, use at most `MAX_YAML_ALIASES` aliases and expand to at most `MAX_YAML_NODES` values (an
   "anchor bomb" of nested aliases expands to gigabytes while composing; a recursive alias never ends).
-- `check_job_name`: `hydra.job.name` names Hydra's log file (<job folder>/<name>.log), so it is one plain name
-  (`paths.check_name`), never `../../x`.
+- `check_job_name`: `hydra.job.name` names Hydra's log file (<job folder>/<name>.log) and `hydra.sweeper.study_name`
+  a sweep's folder (multirun/<study>) and best-α file, so each is one plain name (`paths.check_name`), never `../x`.
 
 The entry points import these from here, never from each other (docs/architecture.md).
 """
@@ -81,12 +81,13 @@ def config_folders(argv: list[str]) -> list[Path]:
 
 
 def check_job_name(argv: list[str]) -> None:
-    """ConfigError naming hydra.job.name when the command line sets it to anything but one plain file name."""
+    """ConfigError naming hydra.job.name or hydra.sweeper.study_name when the command line sets it to anything but one
+    plain file name (before anything is written; a study name from a sweep's YAML is checked when the sweep starts)."""
     from hacrl_exp.paths import check_name
 
     for override in parse_arguments(argv).overrides or []:
         key, _, value = override.lstrip("+~").partition("=")
-        if key == "hydra.job.name":
+        if key in ("hydra.job.name", "hydra.sweeper.study_name"):
             check_name(value.strip("'\""), key)
 
 

@@ -170,6 +170,7 @@ def check_run_folder(config: Config, output_dir: Path | None) -> RunFolder:
     resume = Path(trainer.resume).expanduser()
     if not resume.exists():
         raise ConfigError(f"trainer.resume={trainer.resume} does not exist; give the run folder of an earlier run")
+    check_checkpoint_links(resume, trainer.resume)
     checkpoint, damaged = intact_checkpoint(resume)
     for problem in damaged:
         log.warning("damaged checkpoint, not used: %s", problem)
@@ -190,25 +191,30 @@ def check_run_folder(config: Config, output_dir: Path | None) -> RunFolder:
             f"({run}); drop trainer.output_dir or set it to {run}"
         )
     check_output(run, "trainer.resume")
-    check_checkpoint_links(checkpoint, trainer.resume)
     check_unlocked(run)
     state = json.loads((checkpoint / "state.json").read_text())
     check_same_config(config_params(config), state, trainer.resume)
     return RunFolder(run, checkpoint, state)
 
 
-def check_checkpoint_links(checkpoint: Path, resume: str) -> None:
-    """A resume reads (and then writes) checkpoints in the run's own folder: a checkpoints folder or step folder
-    that is a symlink (into another run, whose weights it would resume and whose checkpoints it would rotate) is
-    refused, as an output path that is a symlink is, unless --follow-symlinks."""
+def check_checkpoint_links(resume: Path, given: str) -> None:
+    """A resume reads (and then writes and rotates) checkpoints in the run's own folder: the checkpoints folder, a
+    step folder in it, or the path given, when a symlink (into another run, whose weights it would resume and whose
+    checkpoints it would rotate), is refused before any checkpoint is read, as an output path that is a symlink is,
+    unless --follow-symlinks."""
     if follow_symlinks():
         return
-    for link in (checkpoint.parent, checkpoint):
-        if os.path.islink(link):
-            raise ConfigError(
-                f"trainer.resume={resume}: {link} is a symlink (to {os.readlink(link)}); a run resumes only the "
-                f"checkpoints in its own folder: copy them in, or pass {FOLLOW_SYMLINKS_FLAG}"
-            )
+    checkpoints = resume.parent if resume.name.startswith("step_") else resume / "checkpoints"
+    if resume.name == "checkpoints":
+        checkpoints = resume
+    found = [p for p in (resume, checkpoints) if os.path.islink(p)]
+    if not found and checkpoints.is_dir():
+        found = sorted(p for p in checkpoints.glob("step_*") if p.is_symlink())
+    if found:
+        raise ConfigError(
+            f"trainer.resume={given}: {found[0]} is a symlink (to {os.readlink(found[0])}); a run resumes only the "
+            f"checkpoints in its own folder: copy them in, or pass {FOLLOW_SYMLINKS_FLAG}"
+        )
 
 
 def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Config, RunFolder]:
