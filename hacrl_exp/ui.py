@@ -198,11 +198,12 @@ def main(argv: list[str] | None = None) -> int:
         if reports is not None:
             check_port(reports_port, "--reports-port")
     experiments = training_experiments(uri)
-    log_path = private_folder("hacrl_ui_") / f"mlflow_{args.port}.log"  # no one else can plant a symlink there
-    print(f"starting mlflow server for {uri} on {HOST}:{args.port} (about 20 s; log {log_path})", file=sys.stderr)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops both servers as Ctrl-C does
-    server, static, stopped = start_mlflow(uri, args.port, log_path), None, False
+    log_path = private_folder("hacrl_ui_") / f"mlflow_{args.port}.log"  # no one else can plant a symlink there
+    server, static, stopped = None, None, False
     try:
+        print(f"starting mlflow server for {uri} on {HOST}:{args.port} (about 20 s; log {log_path})", file=sys.stderr)
+        server = start_mlflow(uri, args.port, log_path)
         wait_until_up(server, args.port, log_path)
         static = serve_reports(reports, reports_port) if reports is not None else None
         base = f"http://{HOST}:{args.port}"
@@ -217,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         stopped = True
         return 0
     finally:
-        stop(server)
+        if server is not None:
+            stop(server)
         if static is not None:
             static.shutdown()
         if stopped:  # the log is kept only when something went wrong

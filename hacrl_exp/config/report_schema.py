@@ -5,6 +5,7 @@ Composition errors and bad values become one ConfigError line naming the key, as
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
@@ -91,6 +92,20 @@ def name_setting(config: ReportConfig) -> tuple[str, str]:
 def report_name(config: ReportConfig) -> str:
     """The report's folder name (`name_setting`), checked as one plain name (`paths.check_name`) naming its setting."""
     return check_name(*name_setting(config))
+
+
+def store_uri(config: ReportConfig) -> str:
+    """The store's URI, parsed as `python -m hacrl_exp.run` parses tracking.uri (`tracking.store.parse_store_uri`:
+    a `?` or `#` that would make MLflow open another store is refused), naming the setting it came from."""
+    from hacrl_exp.tracking.store import default_uri, parse_store_uri
+
+    if config.uri:
+        source = f"uri={config.uri}"
+    elif os.environ.get("MLFLOW_TRACKING_URI"):
+        source = f"MLFLOW_TRACKING_URI={os.environ['MLFLOW_TRACKING_URI']}"
+    else:
+        source = f"the default store {default_uri()} (uri unset)"
+    return parse_store_uri(config.uri or default_uri(), source).uri
 
 
 def compose_report(overrides: list[str]) -> DictConfig:

@@ -16,7 +16,7 @@ from omegaconf import DictConfig
 
 from hacrl_exp.config.cli import check_config_files, check_job_name, hydra_argv, overrides_of
 from hacrl_exp.config.preflight import CONFIG_DIR
-from hacrl_exp.config.report_schema import compose_report, validate_report
+from hacrl_exp.config.report_schema import compose_report, store_uri, validate_report
 from hacrl_exp.errors import ConfigError, OutputError, exit_on_bad_input
 from hacrl_exp.paths import take_follow_flag
 from hacrl_exp.report.folder import check_target
@@ -46,7 +46,9 @@ def main(argv: list[str] | None = None) -> int:
         with exit_on_bad_input(ConfigError, OutputError):
             check_config_files(argv)
             check_job_name(argv)  # the name of Hydra's log file
-            check_target(validate_report(compose_report(overrides_of(argv))))  # before any run is read
+            config = validate_report(compose_report(overrides_of(argv)))
+            store_uri(config)  # before any run is read: the store, then the folder the report goes to
+            check_target(config)
         hydra_main()
     return 0
 

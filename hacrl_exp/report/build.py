@@ -7,13 +7,12 @@ only a folder a report made is replaced (report/folder.py).
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from hacrl_exp.config.report_schema import ReportConfig, report_name
+from hacrl_exp.config.report_schema import ReportConfig, report_name, store_uri
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.report import plots, render, sections, tables
 from hacrl_exp.report.alpha import best_alpha, load_alpha_trials
@@ -25,8 +24,6 @@ from hacrl_exp.report.headline import headline_markdown, regime_markdown
 from hacrl_exp.report.load import ReportData, load, mlflow_filter
 from hacrl_exp.report.rules import ABLATIONS, MAIN_METHODS, Rules
 from hacrl_exp.report.seeds import problems_per_agent, warm_starts
-from hacrl_exp.tracking import default_uri
-from hacrl_exp.tracking.store import parse_store_uri
 
 
 @dataclass
@@ -48,7 +45,7 @@ def make_report(config: ReportConfig) -> Report:
     from mlflow.tracking import MlflowClient
 
     target = check_target(config)  # before any run is read: python -m hacrl_exp.report checked it already
-    uri = parse_store_uri(config.uri or default_uri(), _store_source(config)).uri  # as run parses tracking.uri
+    uri = store_uri(config)  # parsed as run parses tracking.uri
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         raise ConfigError(
             f"uri={uri!r}: no MLflow store there; point uri (or MLFLOW_TRACKING_URI) at the store the runs logged to"
@@ -65,15 +62,6 @@ def make_report(config: ReportConfig) -> Report:
     if config.log_to_mlflow:
         report.run_id = _log(client, config, data, target, name)
     return report
-
-
-def _store_source(config: ReportConfig) -> str:
-    """The setting the store comes from, for messages."""
-    if config.uri:
-        return f"uri={config.uri}"
-    if os.environ.get("MLFLOW_TRACKING_URI"):
-        return f"MLFLOW_TRACKING_URI={os.environ['MLFLOW_TRACKING_URI']}"
-    return f"the default store {default_uri()} (uri unset)"
 
 
 def _rules(config: ReportConfig) -> Rules:

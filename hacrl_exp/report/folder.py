@@ -62,15 +62,19 @@ def write_folder(target: Path, write: Callable[[Path], object]) -> object:
         _swap(work, target)
     except OSError as exc:
         shutil.rmtree(work, ignore_errors=True)
-        raise _one_line(exc, work) from None
+        raise _one_line(exc, work, target) from None
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise
     return written
 
 
-def _one_line(exc: OSError, work: Path) -> OSError | OutputError:
-    return output_error(exc, work, "then run the report again (the old report is as it was)") or exc
+def _one_line(exc: OSError, work: Path, target: Path) -> OSError | OutputError:
+    """The OutputError line naming the file as it would have been in the report folder (the temporary folder it was
+    written to is gone by the time the line is read)."""
+    if exc.filename and Path(exc.filename).is_relative_to(work):
+        exc.filename = str(target / Path(exc.filename).relative_to(work))
+    return output_error(exc, target, "then run the report again (the old report is as it was)") or exc
 
 
 def _swap(work: Path, target: Path) -> None:
