@@ -259,3 +259,20 @@ def test_the_warm_start_cache_lock_is_never_followed(tmp_path):
     fd = open_no_follow(tmp_path / "plain.lock", os.O_RDWR | os.O_CREAT)  # a plain lock file is made and opened
     os.close(fd)
     assert (tmp_path / "victim").read_text() == "precious"
+
+
+def test_a_full_warm_start_cache_is_one_line_naming_the_cache(tmp_path):
+    """The warm start's save failed inside the run, whose handler named the run folder; now the cache's own file."""
+    from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
+    from hacrl_exp.agents.warmstart import warm_start_cached
+    from hacrl_exp.tasks.arithmetic import ALPHABET, ArithmeticTask
+
+    task = ArithmeticTask(eval_per_tier=10)
+    tokenizer = build_tokenizer("char", ALPHABET)
+    build = lambda: (build_tiny_model("opt", tokenizer, hidden_size=32, num_layers=2, num_heads=4), tokenizer)  # noqa: E731
+    with tmpfs(tmp_path / "cache", 256) as cache:
+        fill(cache, leave=16 << 10)  # room for the lock file, not for the model's weights
+        with pytest.raises(OutputError) as info:
+            warm_start_cached(build, lambda: task.supervised_examples(32), cache, {"full": 1}, 1, 8, progress=False)
+    line = str(info.value)
+    assert line.startswith(f"disk full: writing {cache}/") and "give another trainer.cache_dir" in line, line
