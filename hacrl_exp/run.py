@@ -28,6 +28,7 @@ from hacrl_exp.config.cli import (  # noqa: E402
     check_job_name,
     config_dirs_of,
     hydra_argv,
+    hydra_run_dir,
     parse_arguments,
 )
 from hacrl_exp.config.preflight import CONFIG_DIR  # noqa: E402
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
             if not arguments.multirun:  # each job of a sweep checks its own folder
                 from hacrl_exp.trainer.runfolder import prepare_run
 
-                hydra_dir = hydra_run_dir(arguments.overrides or [])
+                hydra_dir = hydra_run_dir(arguments.overrides or [], "outputs/${now:%Y-%m-%d}")
                 if hydra_dir is not None:
                     check_output(hydra_dir, "hydra.run.dir")
                 output_dir = config.trainer.output_dir
@@ -92,18 +93,6 @@ def main(argv: list[str] | None = None) -> int:
             create_stores([config])  # once, here: parallel jobs (joblib, Ray, sweeps) must not race to create it
         hydra_main()
     return 0
-
-
-def hydra_run_dir(overrides: list[str]) -> Path | None:
-    """The folder Hydra writes its job files to (hydra.run.dir, default outputs/<date>/<time>), up to its first
-    interpolation: a dated folder does not exist yet, so the folders above it are what is checked. None when it
-    starts with an interpolation (${oc.env:...}: known only to Hydra)."""
-    given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
-    value = given[-1] if given else "outputs/${now:%Y-%m-%d}"  # the last one wins, as in Hydra
-    static, _, rest = value.partition("${")
-    if not rest:
-        return Path(value)
-    return Path(static) / "job" if static else None
 
 
 if __name__ == "__main__":

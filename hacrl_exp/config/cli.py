@@ -7,6 +7,8 @@ them, and the config files they bring in, checked before Hydra (or anything else
 - `check_config_files`: the YAML files of --config-dir / --config-path / hydra.searchpath folders are at most
   `MAX_CONFIG_BYTES` each, use at most `MAX_YAML_ALIASES` aliases and expand to at most `MAX_YAML_NODES` values (an
   "anchor bomb" of nested aliases expands to gigabytes while composing; a recursive alias never ends).
+- `hydra_run_dir`: the folder Hydra will write a job's files to, as far as it is known before Hydra starts (run and
+  evaluate check it with `paths.check_output`).
 - `check_job_name`: `hydra.job.name` names Hydra's log file (<job folder>/<name>.log) and `hydra.sweeper.study_name`
   a sweep's folder (multirun/<study>) and best-α file, so each is one plain name (`paths.check_name`), never `../x`.
 
@@ -89,6 +91,18 @@ def check_job_name(argv: list[str]) -> None:
         key, _, value = override.lstrip("+~").partition("=")
         if key in ("hydra.job.name", "hydra.sweeper.study_name"):
             check_name(value.strip("'\""), key)
+
+
+def hydra_run_dir(overrides: list[str], default: str) -> Path | None:
+    """The folder Hydra writes its job files to (hydra.run.dir, else the entry point's `default`, e.g.
+    outputs/${now:%Y-%m-%d}), up to its first interpolation: a dated folder does not exist yet, so the folders above
+    it are what is checked. None when it starts with an interpolation (${oc.env:...}: known only to Hydra)."""
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
+    value = given[-1] if given else default  # the last one wins, as in Hydra
+    static, _, rest = value.partition("${")
+    if not rest:
+        return Path(value)
+    return Path(static) / "job" if static else None
 
 
 def check_config_files(argv: list[str]) -> None:

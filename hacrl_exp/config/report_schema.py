@@ -119,6 +119,10 @@ def validate_report(cfg: DictConfig | dict) -> ReportConfig:
     """Typed, range-checked ReportConfig."""
     config: ReportConfig = typed_config(cfg, ReportConfig, REPORT_KEY)
     report_name(config)  # the folder name, whichever setting it comes from, is one plain name
+    if config.studies.storage:  # read with sqlalchemy: a `?` in a sqlite URL would open another database
+        from hacrl_exp.tracking.store import check_database_url
+
+        check_database_url(config.studies.storage, f"studies.storage={config.studies.storage}")
     for value, reason in (("equivalence_margin", "margin_reason"), ("hypothesised_effect", "effect_reason")):
         if getattr(config, value) is not None and not (getattr(config, reason) or "").strip():
             raise ConfigError(

@@ -29,8 +29,7 @@ def check_target(config: ReportConfig) -> Path:
     """<output_root>/<name>, checked before anything is read or written: output_root a writable folder (not a symlink
     unless --follow-symlinks), the name one plain name, an existing folder replaced only when a report made it, and
     1 MiB free. ConfigError / OutputError naming the setting otherwise."""
-    name, key = name_setting(config)
-    report_name(config)
+    name, key = report_name(config), name_setting(config)[1]
     root = check_output(config.output_root, "output_root")
     target = check_output(root / name, key)
     if target.exists():

@@ -106,7 +106,7 @@ def parse_settings(raw: Mapping[str, Any], sweep_dir: Path) -> SweepSettings:
     output_dir = Path(raw["output_dir"] or sweep_dir).expanduser().resolve()
     return SweepSettings(
         study_name=name,
-        storage=raw["storage"] or f"sqlite:///{output_dir / 'optuna.db'}",
+        storage=_storage(raw["storage"], output_dir),
         n_trials=int(raw["n_trials"]),
         n_jobs=int(raw["n_jobs"]),
         metric=str(raw["metric"]),
@@ -119,6 +119,14 @@ def parse_settings(raw: Mapping[str, Any], sweep_dir: Path) -> SweepSettings:
         max_failures=int(raw["max_failures"]),
         output_dir=output_dir,
     )
+
+
+def _storage(given: str | None, output_dir: Path) -> str:
+    """The Optuna storage URL: the one given (a sqlite URL parsed strictly: a `?` would open another database), else
+    optuna.db in the sweep's output folder."""
+    from hacrl_exp.tracking.store import check_database_url
+
+    return check_database_url(given, f"{KEY}.storage={given}") if given else f"sqlite:///{output_dir / 'optuna.db'}"
 
 
 def _alpha_space(raw: dict) -> AlphaSpace:

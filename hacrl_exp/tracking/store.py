@@ -76,6 +76,13 @@ def parse_store_uri(uri: str, source: str) -> StoreLocation:
     return StoreLocation(uri, scheme, None, source)
 
 
+def check_database_url(url: str, source: str) -> str:
+    """A database URL that is not MLflow's (an Optuna storage): a sqlite one parsed as strictly as a store
+    (`parse_store_uri`: `sqlite:///…/p?x/optuna.db` is the database …/p to sqlalchemy), others as given (a
+    PostgreSQL URL's `?` carries its options)."""
+    return parse_store_uri(url, source).uri if urlparse(url).scheme == "sqlite" else url
+
+
 def _as_mlflow_reads(uri: str) -> str | None:
     """The database file MLflow's sqlite driver opens for `uri` (sqlalchemy's URL parser, as MLflow uses it)."""
     if not uri.startswith(SQLITE):

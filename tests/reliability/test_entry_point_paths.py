@@ -81,6 +81,10 @@ REPORT_CASES = {  # arguments -> the start of the one line
     "output_root a symlink": (["output_root=reports_link", "name=new"], "ConfigError: output_root=reports_link is a "),
     "hydra.job.name ../../x": (["hydra.job.name=../../x"], "ConfigError: hydra.job.name='../../x' holds a path sep"),
     "store URI with ?": (["name=new", "uri=sqlite:///{tmp}/p?x/mlflow.db"], "ConfigError: uri=sqlite:///{tmp}/p?x/"),
+    "α studies' storage with ?": (
+        ["name=new", "studies.storage=sqlite:///{tmp}/p?x/optuna.db"],
+        "ConfigError: studies.storage=sqlite:///{tmp}/p?x/optuna.db: the URI has a query",
+    ),
     "YAML bomb in --config-dir": (["--config-dir", "{tmp}/bomb", "name=new"], "ConfigError: {tmp}/bomb/x.yaml: "),
 }
 
@@ -203,6 +207,11 @@ RUN_CASES = {  # how the run folder (<tmp>/run) is made hostile -> the start of 
         "ConfigError: trainer.resume={tmp}/run/checkpoints/step_000002: {tmp}/run/checkpoints/step_000002 is a sym",
     ),
     "hydra.job.name ../../x": (lambda run: None, ["hydra.job.name=../../x"], "ConfigError: hydra.job.name='../../x'"),
+    "a sweep's storage with ?": (
+        lambda run: None,
+        ["-m", "+hparams_search=alpha_pair_quick", "hydra.sweeper.storage=sqlite:///{tmp}/p?x/optuna.db"],
+        "ConfigError: hydra.sweeper.storage=sqlite:///{tmp}/p?x/optuna.db: the URI has a query",
+    ),
     "a sweep's study name ..": (
         lambda run: None,
         ["-m", "+hparams_search=alpha_pair_quick", "hydra.sweeper.study_name=.."],
@@ -224,9 +233,22 @@ def test_run_folder_locks_and_checkpoints_are_never_followed(case, tmp_path):
     assert refuses("hacrl_exp.run", args, tmp_path).startswith(line.format(tmp=tmp_path))
 
 
-def test_evaluate_checks_hydra_job_name(tmp_path):
-    line = refuses("hacrl_exp.evaluate", ["checkpoints=[x]", "benchmarks=[math500]", "hydra.job.name=.."], tmp_path)
-    assert line.startswith("ConfigError: hydra.job.name='..' is '..'")
+EVALUATE_CASES = {
+    "hydra.job.name ..": ("hydra.job.name=..", "ConfigError: hydra.job.name='..' is '..'"),
+    "Hydra's folder under a file": ("hydra.run.dir=afile/x", "ConfigError: hydra.run.dir=afile/x: "),
+    "Hydra's folder a symlink": ("hydra.run.dir=link", "ConfigError: hydra.run.dir=link is a symlink"),
+}
+
+
+@pytest.mark.parametrize("case", EVALUATE_CASES)
+def test_evaluate_checks_hydra_names_and_folders(case, tmp_path):
+    """Evaluate's job folder (hydra.run.dir: .hydra/ and its log) was not checked: a file on the way was a traceback
+    once the checkpoints were scored; a symlink was followed."""
+    override, line = EVALUATE_CASES[case]
+    (tmp_path / "afile").write_text("a file")
+    (tmp_path / "link").symlink_to(tmp_path / "afile")
+    args = [f"checkpoints=[{tmp_path / 'run'}]", "benchmarks=[math500]", override]
+    assert refuses("hacrl_exp.evaluate", args, tmp_path).startswith(line)
 
 
 def test_rehearse_refuses_a_symlinked_folder(tmp_path):
