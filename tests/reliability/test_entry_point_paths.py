@@ -10,6 +10,7 @@ beyond run: paths and names") lists the cases.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sqlite3
 import stat
@@ -298,3 +299,22 @@ def test_a_full_warm_start_cache_is_one_line_naming_the_cache(tmp_path):
             warm_start_cached(build, lambda: task.supervised_examples(32), cache, {"full": 1}, 1, 8, progress=False)
     line = str(info.value)
     assert line.startswith(f"disk full: writing {cache}/") and "give another trainer.cache_dir" in line, line
+
+
+@pytest.mark.parametrize("planted", ["rederived_claims.md", ".rederived_claims.md.partial"])
+def test_rederive_writes_through_no_symlink(planted, tmp_path):
+    """`python -m hacrl_exp.report.rederive --write` wrote `.rederived_claims.md.partial` (a predictable name) with a
+    plain open, through a symlink planted there, and renamed it over whatever `rederived_claims.md` was."""
+    from hacrl_exp.repo import REPO_ROOT
+
+    folder = Path(shutil.copytree(REPO_ROOT / "reports" / "paper_table1_tiny", tmp_path / "report"))
+    (tmp_path / "victim").write_text("precious")
+    (folder / planted).symlink_to(tmp_path / "victim")
+    result = run_cli("hacrl_exp.report.rederive", [folder, "--write", "--power-draws", "0"], cwd=tmp_path)
+    assert (tmp_path / "victim").read_text() == "precious" and os.path.islink(folder / planted)
+    if planted == "rederived_claims.md":  # the file to replace is a symlink: one line, nothing replaced
+        err = result.stderr.strip()
+        assert result.returncode == 2 and len(err.splitlines()) == 1, err
+        assert err == f"OutputError: {folder / planted} is a symlink; only a regular file is replaced"
+    else:  # a fresh temporary name (O_EXCL) is written instead, and the claims land in the real file
+        assert result.returncode == 0 and "# " in (folder / "rederived_claims.md").read_text()
