@@ -82,17 +82,28 @@ def main(argv: list[str] | None = None) -> int:
             if INSPECT_FLAGS.intersection(argv):
                 hydra_main()
                 return 0
+            check_hydra_dir(arguments)
             if not arguments.multirun:  # each job of a sweep checks its own folder
                 from hacrl_exp.trainer.runfolder import prepare_run
 
-                hydra_dir = hydra_run_dir(arguments.overrides or [], "outputs/${now:%Y-%m-%d}")
-                if hydra_dir is not None:
-                    check_output(hydra_dir, "hydra.run.dir")
                 output_dir = config.trainer.output_dir
                 config, _ = prepare_run(config, Path(output_dir) if output_dir else None)
             create_stores([config])  # once, here: parallel jobs (joblib, Ray, sweeps) must not race to create it
         hydra_main()
     return 0
+
+
+def check_hydra_dir(arguments) -> None:
+    """Hydra's folder (hydra.run.dir, or hydra.sweep.dir with -m, where Hydra writes multirun.yaml and the jobs'
+    folders), as far as it is known before Hydra starts: checked as an output path (paths.check_output)."""
+    key, default = (
+        ("hydra.sweep.dir", "multirun/${now:%Y-%m-%d}")
+        if arguments.multirun
+        else ("hydra.run.dir", "outputs/${now:%Y-%m-%d}")
+    )
+    hydra_dir = hydra_run_dir(arguments.overrides or [], default, key)
+    if hydra_dir is not None:
+        check_output(hydra_dir, key)
 
 
 if __name__ == "__main__":

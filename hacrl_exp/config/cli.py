@@ -93,11 +93,12 @@ def check_job_name(argv: list[str]) -> None:
             check_name(value.strip("'\""), key)
 
 
-def hydra_run_dir(overrides: list[str], default: str) -> Path | None:
-    """The folder Hydra writes its job files to (hydra.run.dir, else the entry point's `default`, e.g.
-    outputs/${now:%Y-%m-%d}), up to its first interpolation: a dated folder does not exist yet, so the folders above
-    it are what is checked. None when it starts with an interpolation (${oc.env:...}: known only to Hydra)."""
-    given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
+def hydra_run_dir(overrides: list[str], default: str, key: str = "hydra.run.dir") -> Path | None:
+    """The folder Hydra writes its job files to (`key`: hydra.run.dir, or hydra.sweep.dir for -m; else the entry
+    point's `default`, e.g. outputs/${now:%Y-%m-%d}), up to its first interpolation: a dated folder does not exist
+    yet, so the folders above it are what is checked. None when it starts with an interpolation (${oc.env:...}: known
+    only to Hydra)."""
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith(f"{key}=")]
     value = given[-1] if given else default  # the last one wins, as in Hydra
     static, _, rest = value.partition("${")
     if not rest:

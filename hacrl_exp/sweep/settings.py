@@ -15,7 +15,7 @@ import numpy as np
 import optuna
 
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.paths import check_name
+from hacrl_exp.paths import check_name, check_output
 
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("none", "median", "percentile", "threshold")
@@ -103,6 +103,8 @@ def parse_settings(raw: Mapping[str, Any], sweep_dir: Path) -> SweepSettings:
     if int(sampler["n_startup_trials"]) < 0:
         raise ConfigError(f"{KEY}.sampler.n_startup_trials={sampler['n_startup_trials']} must be >= 0")
     make_pruner(pruner)
+    if raw["output_dir"]:  # a symlink only with --follow-symlinks, writable, not a file (best_alpha/ goes there)
+        check_output(raw["output_dir"], f"{KEY}.output_dir")
     output_dir = Path(raw["output_dir"] or sweep_dir).expanduser().resolve()
     return SweepSettings(
         study_name=name,

@@ -213,6 +213,16 @@ RUN_CASES = {  # how the run folder (<tmp>/run) is made hostile -> the start of 
         ["-m", "+hparams_search=alpha_pair_quick", "hydra.sweeper.storage=sqlite:///{tmp}/p?x/optuna.db"],
         "ConfigError: hydra.sweeper.storage=sqlite:///{tmp}/p?x/optuna.db: the URI has a query",
     ),
+    "a sweep's folder a symlink": (
+        lambda run: (run.parent / "link").symlink_to(run.parent / "other"),
+        ["-m", "+hparams_search=alpha_pair_quick", "hydra.sweep.dir={tmp}/link"],
+        "ConfigError: hydra.sweep.dir={tmp}/link is a symlink (to {tmp}/other)",
+    ),
+    "a sweep's output_dir a symlink": (
+        lambda run: (run.parent / "link").symlink_to(run.parent / "other"),
+        ["-m", "+hparams_search=alpha_pair_quick", "hydra.sweeper.output_dir={tmp}/link"],
+        "ConfigError: hydra.sweeper.output_dir={tmp}/link is a symlink (to {tmp}/other)",
+    ),
     "a sweep's study name ..": (
         lambda run: None,
         ["-m", "+hparams_search=alpha_pair_quick", "hydra.sweeper.study_name=.."],
