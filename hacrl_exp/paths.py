@@ -15,9 +15,11 @@ or the new content; it refuses to replace anything but a regular file (a device 
 
 Names and private files, for every entry point alike:
 
-- `check_name`: a user value that becomes a file or folder name (an agent, a report's `name=` or grid tag, a study,
-  Hydra's `hydra.job.name`) is one path component: not empty, not `.` or `..`, not hidden, no separator, printable.
-- `open_no_follow`: a file the process owns at a known path (a run's `.lock`) is opened without following a symlink.
+- `check_name`: a user value that becomes a file or folder name (a report's `name=`, grid tag or experiment, a sweep's
+  study, Hydra's `hydra.job.name`) is one path component: not empty, not `.` or `..`, not hidden, no separator,
+  printable. (Agent names match a narrower pattern of their own, config/validate.py's AGENT_NAME.)
+- `open_no_follow`: a file the process owns at a known path (a run's `.lock`, a warm-start entry's lock) is opened
+  without following a symlink, and only when it is a regular file.
 - `private_folder`: temporary and log files go into a fresh folder only this user can enter (`mkdtemp`), never at a
   predictable path in the shared temp folder, where someone else may have put a symlink first.
 """
