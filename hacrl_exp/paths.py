@@ -12,6 +12,16 @@ Every entry point resolves the paths it will write once, up front (`check_output
 `replace_atomic` writes a file into a temporary file beside it and renames it over the target, so readers see the old
 or the new content; it refuses to replace anything but a regular file (a device node or a symlink stays as it was).
 `output_error` turns a failed write (ENOSPC, EACCES, EROFS, ...) into one `OutputError` line naming the path.
+
+Names and private files, for every entry point alike:
+
+- `check_name`: a user value that becomes a file or folder name (a report's `name=`, grid tag or experiment, a sweep's
+  study, Hydra's `hydra.job.name`) is one path component: not empty, not `.` or `..`, not hidden, no separator,
+  printable. (Agent names match a narrower pattern of their own, config/validate.py's AGENT_NAME.)
+- `open_no_follow`: a file the process owns at a known path (a run's `.lock`, a warm-start entry's lock) is opened
+  without following a symlink, and only when it is a regular file.
+- `private_folder`: temporary and log files go into a fresh folder only this user can enter (`mkdtemp`), never at a
+  predictable path in the shared temp folder, where someone else may have put a symlink first.
 """
 
 from __future__ import annotations
@@ -20,6 +30,7 @@ import errno
 import os
 import secrets
 import stat
+import tempfile
 from collections.abc import Callable
 from pathlib import Path
 
@@ -183,3 +194,55 @@ def fsync_dir(folder: Path) -> None:
             os.fsync(handle)
         finally:
             os.close(handle)
+
+
+NAME_MAX = 255
+"""Bytes of one file name on the common file systems (ext4, xfs, tmpfs, APFS)."""
+
+
+def name_problem(value: str) -> str | None:
+    """Why `value` cannot be one file or folder name, or None."""
+    if not value.strip():
+        return "is empty"
+    if value in (".", ".."):
+        return f"is {value!r}, which names a folder that exists (the one above), not a new one"
+    if "/" in value or "\\" in value:
+        return "holds a path separator, so it would name a folder elsewhere"
+    if value.startswith("."):
+        return "starts with '.', a hidden name (and the prefix of the temporary folders written beside it)"
+    if not value.isprintable():
+        return "holds a control character"
+    if len(value.encode()) > NAME_MAX:
+        return f"is longer than {NAME_MAX} bytes"
+    return None
+
+
+def check_name(value: str, key: str) -> str:
+    """`value` when it is one plain file or folder name; ConfigError naming `key` otherwise. The one check of every
+    user value that becomes a name on disk, so that none of them can point outside the folder it is written into."""
+    problem = name_problem(str(value))
+    if problem:
+        raise ConfigError(f"{key}={value!r} {problem}; give one plain name (letters, digits, _, - and .)")
+    return value
+
+
+def open_no_follow(path: Path, flags: int, mode: int = 0o644) -> int:
+    """os.open(path, flags) of a regular file only: a symlink at `path` is refused (OutputError naming it), never
+    followed to truncate or overwrite the file it points at; a fifo or device is refused too (O_NONBLOCK: opening a
+    fifo does not wait for a writer, and regular files ignore the flag)."""
+    try:
+        fd = os.open(path, flags | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP or os.path.islink(path):
+            raise OutputError(f"{path} is a symlink (to {os.readlink(path)}); remove it, then run again") from None
+        raise
+    found = os.fstat(fd).st_mode
+    if not stat.S_ISREG(found):
+        os.close(fd)
+        raise OutputError(f"{path} is {_kind(found)}, not a regular file; remove it, then run again")
+    return fd
+
+
+def private_folder(prefix: str) -> Path:
+    """A new folder in the temp folder that only this user can enter (mode 0700, a name no one can guess first)."""
+    return Path(tempfile.mkdtemp(prefix=prefix))

@@ -15,7 +15,8 @@ import shlex
 import sys
 
 from hacrl_exp.config.cli import config_dirs_of, overrides_of
-from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.errors import ConfigError, OutputError, exit_on_bad_input
+from hacrl_exp.paths import take_follow_flag
 from hacrl_exp.rehearsal import rehearse
 from hacrl_exp.tasks.math import DataError
 from hacrl_exp.trainer.validate import preflight
@@ -29,8 +30,8 @@ def experiment_of(overrides: list[str]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line `argv` (default sys.argv[1:]); 0 when every stage ran, else one line and exit 2 (SystemExit)."""
-    argv = sys.argv[1:] if argv is None else argv
-    with exit_on_bad_input(ConfigError, DataError):
+    argv = take_follow_flag(sys.argv[1:] if argv is None else list(argv))  # --follow-symlinks: ours, not Hydra's
+    with exit_on_bad_input(ConfigError, DataError, OutputError):
         overrides = overrides_of(argv)
         config = preflight(overrides + config_dirs_of(argv))
         command = " ".join(["python -m hacrl_exp.rehearse", *map(shlex.quote, argv)])

@@ -23,7 +23,14 @@ import hydra  # noqa: E402
 from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from hacrl_exp.config.cli import check_config_files, config_dirs_of, hydra_argv, parse_arguments  # noqa: E402
+from hacrl_exp.config.cli import (  # noqa: E402
+    check_config_files,
+    check_job_name,
+    config_dirs_of,
+    hydra_argv,
+    hydra_run_dir,
+    parse_arguments,
+)
 from hacrl_exp.config.preflight import CONFIG_DIR  # noqa: E402
 from hacrl_exp.errors import ConfigError, NumericsError, OutputError, RunInterrupted, exit_on_bad_input  # noqa: E402
 from hacrl_exp.paths import check_output, take_follow_flag  # noqa: E402
@@ -82,16 +89,15 @@ def main(argv: list[str] | None = None) -> int:
         with exit_on_bad_input(ConfigError, DataError, OutputError):
             arguments = parse_arguments(argv)  # Hydra's parser: what it would refuse is refused here, before any file
             check_config_files(argv)
+            check_job_name(argv)  # the name of Hydra's log file
             config = preflight(list(arguments.overrides or []) + config_dirs_of(argv), "config")
             if INSPECT_FLAGS.intersection(argv):
                 hydra_main()
                 return 0
+            check_hydra_dir(arguments)
             if not arguments.multirun:  # each job of a sweep checks its own folder
                 from hacrl_exp.trainer.runfolder import prepare_run
 
-                hydra_dir = hydra_run_dir(arguments.overrides or [])
-                if hydra_dir is not None:
-                    check_output(hydra_dir, "hydra.run.dir")
                 output_dir = config.trainer.output_dir
                 config, _ = prepare_run(config, Path(output_dir) if output_dir else None)
             create_stores([config])  # once, here: parallel jobs (joblib, Ray, sweeps) must not race to create it
@@ -99,16 +105,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def hydra_run_dir(overrides: list[str]) -> Path | None:
-    """The folder Hydra writes its job files to (hydra.run.dir, default outputs/<date>/<time>), up to its first
-    interpolation: a dated folder does not exist yet, so the folders above it are what is checked. None when it
-    starts with an interpolation (${oc.env:...}: known only to Hydra)."""
-    given = [o.split("=", 1)[1] for o in overrides if o.startswith("hydra.run.dir=")]
-    value = given[-1] if given else "outputs/${now:%Y-%m-%d}"  # the last one wins, as in Hydra
-    static, _, rest = value.partition("${")
-    if not rest:
-        return Path(value)
-    return Path(static) / "job" if static else None
+def check_hydra_dir(arguments) -> None:
+    """Hydra's folder (hydra.run.dir, or hydra.sweep.dir with -m, where Hydra writes multirun.yaml and the jobs'
+    folders), as far as it is known before Hydra starts: checked as an output path (paths.check_output)."""
+    key, default = (
+        ("hydra.sweep.dir", "multirun/${now:%Y-%m-%d}")
+        if arguments.multirun
+        else ("hydra.run.dir", "outputs/${now:%Y-%m-%d}")
+    )
+    hydra_dir = hydra_run_dir(arguments.overrides or [], default, key)
+    if hydra_dir is not None:
+        check_output(hydra_dir, key)
 
 
 if __name__ == "__main__":

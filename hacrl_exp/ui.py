@@ -13,9 +13,11 @@ per view, the experiment's Models page and each report; every MLflow link carrie
 so it opens in the "Model training" mode (the bare http://127.0.0.1:N/ opens MLflow 3's GenAI mode). Ctrl-C (or
 SIGTERM) stops both servers.
 
-One line on stderr and exit code 2 when the store does not exist (a sqlite file or a folder), --store is already a
-server, --reports is not a folder, or a port is taken; exit code 1 when the MLflow server stops or never answers
-(its log, `hacrl_ui_mlflow_<port>.log` in the temp folder, is named; a clean stop removes it).
+One line on stderr and exit code 2 when the store URI would open another store than the one typed (a `?`, `#` or
+%-escape: parsed as `python -m hacrl_exp.run` parses tracking.uri), the store does not exist (a sqlite file or a
+folder), --store is already a server, --reports is not a folder, or a port is taken; exit code 1 when the MLflow
+server stops or never answers (its log, `mlflow_<port>.log` in a private `hacrl_ui_*` folder of the temp folder
+that only this user can enter, is named; a clean stop removes it).
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import urllib.request
@@ -37,8 +38,9 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.paths import private_folder
 from hacrl_exp.repo import REPO_ROOT
-from hacrl_exp.tracking.store import artifact_location, default_uri
+from hacrl_exp.tracking.store import artifact_location, default_uri, parse_store_uri
 from hacrl_exp.tracking.views import COMPARE_VIEW, FINAL_VIEW, home_link, runs_link, write_views
 
 HOST = "127.0.0.1"
@@ -57,8 +59,20 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def check_store(uri: str) -> None:
-    """Refuse a store that does not exist (mlflow server would create an empty one) or that is a server already."""
+def store_flag(uri: str | None) -> str:
+    """The setting the store comes from, for messages: --store, MLFLOW_TRACKING_URI or the default store."""
+    if uri:
+        return f"--store {uri}"
+    if os.environ.get("MLFLOW_TRACKING_URI"):
+        return f"MLFLOW_TRACKING_URI={os.environ['MLFLOW_TRACKING_URI']}"
+    return f"the default store {default_uri()} (--store unset)"
+
+
+def check_store(uri: str, source: str | None = None) -> str:
+    """The store's URI as MLflow will read it (`parse_store_uri`: a `?` or `#` that would make MLflow open another
+    store is refused); refuse a store that does not exist (mlflow server would create an empty one) or that is a
+    server already."""
+    uri = parse_store_uri(uri, source or f"--store {uri}").uri
     scheme = urlparse(uri).scheme
     if scheme in ("http", "https"):
         raise ConfigError(f"--store {uri} is a tracking server already: open its UI in a browser instead")
@@ -68,6 +82,7 @@ def check_store(uri: str) -> None:
             raise ConfigError(f"--store {uri}: no such file; train a job first (python -m hacrl_exp.run) or pass one")
     elif scheme in ("", "file") and not Path(urlparse(uri).path if scheme else uri).is_dir():
         raise ConfigError(f"--store {uri}: no such folder; pass the store a training job wrote to (--store)")
+    return uri
 
 
 def check_port(port: int, flag: str) -> None:
@@ -176,18 +191,19 @@ def main(argv: list[str] | None = None) -> int:
     reports = args.reports if args.reports is not None else (REPORTS if REPORTS.is_dir() else None)
     reports_port = args.reports_port or args.port + 1
     with exit_on_bad_input(ConfigError):
-        check_store(uri)
+        uri = check_store(uri, store_flag(args.store))
         if reports is not None and not reports.is_dir():
             raise ConfigError(f"--reports {reports}: no such folder; pass the folder holding <name>/report.html")
         check_port(args.port, "--port")
         if reports is not None:
             check_port(reports_port, "--reports-port")
     experiments = training_experiments(uri)
-    log_path = Path(tempfile.gettempdir()) / f"hacrl_ui_mlflow_{args.port}.log"
-    print(f"starting mlflow server for {uri} on {HOST}:{args.port} (about 20 s; log {log_path})", file=sys.stderr)
     signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops both servers as Ctrl-C does
-    server, static, stopped = start_mlflow(uri, args.port, log_path), None, False
+    log_path = private_folder("hacrl_ui_") / f"mlflow_{args.port}.log"  # no one else can plant a symlink there
+    server, static, stopped = None, None, False
     try:
+        print(f"starting mlflow server for {uri} on {HOST}:{args.port} (about 20 s; log {log_path})", file=sys.stderr)
+        server = start_mlflow(uri, args.port, log_path)
         wait_until_up(server, args.port, log_path)
         static = serve_reports(reports, reports_port) if reports is not None else None
         base = f"http://{HOST}:{args.port}"
@@ -202,11 +218,13 @@ def main(argv: list[str] | None = None) -> int:
         stopped = True
         return 0
     finally:
-        stop(server)
+        if server is not None:
+            stop(server)
         if static is not None:
             static.shutdown()
         if stopped:  # the log is kept only when something went wrong
             log_path.unlink(missing_ok=True)
+            log_path.parent.rmdir()
 
 
 if __name__ == "__main__":

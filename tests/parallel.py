@@ -89,6 +89,7 @@ SLOW = (
     "tests/reliability/test_bad_data.py::test_skip_mode_reports_the_count_in_the_run",
     "tests/reliability/test_crash_resume.py::test_killed_five_times",
     "tests/reliability/test_errors_first.py::test_a_store_locked_mid_run_buffers_and_loses_nothing",
+    "tests/reliability/test_entry_point_paths.py::test_ui_writes_its_server_log_into_a_private_folder",
     "tests/reliability/test_full_disk.py::test_a_checkpoints_folder_made_read_only_mid_run",
     "tests/reliability/test_full_disk.py::test_a_disk_full_while_a_checkpoint_is_written",
     "tests/reliability/test_full_disk.py::test_a_full_disk_at_a_checkpoint",

@@ -33,6 +33,7 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
+from hacrl_exp.paths import open_no_follow, output_error
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.rollout.hf import HFRolloutEngine
 from hacrl_exp.tasks.base import Grade, Problem
@@ -241,22 +242,38 @@ def warm_start_cached(
         stats = supervised_warm_start(
             model, tokenizer, examples_fn(), steps, batch_size, lr, seed, progress, warmup_steps, target
         )
-        tmp = Path(tempfile.mkdtemp(prefix=f".{digest[:16]}-", dir=cache_dir))
-        try:
-            model.save_pretrained(tmp)
-            tokenizer.save_pretrained(tmp)
-            meta = {"key": key, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "stats": stats}
-            meta["warmup_steps"] = warmup_steps
-            meta["version"] = WARM_START_VERSION
-            (tmp / meta_file).write_text(json.dumps(meta, indent=1, sort_keys=True))  # written last: marks completeness
-            try:
-                os.replace(tmp, path)
-            except OSError:  # another process (without the lock: no fcntl) stored the same entry first: keep theirs
-                if not (path / meta_file).is_file():
-                    raise
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
+        meta = {"key": key, "steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "stats": stats}
+        meta.update(warmup_steps=warmup_steps, version=WARM_START_VERSION)
+        _store(model, tokenizer, meta, path, meta_file)
     return WarmStartResult(model, tokenizer, stats, False, path)
+
+
+def _store(model, tokenizer, meta: dict, path: Path, meta_file: str) -> None:
+    """Save the entry (`_save_entry`). A full disk or a denied path is one OutputError naming the file in the cache
+    (trainer.cache_dir), not the run folder."""
+    try:
+        _save_entry(model, tokenizer, meta, path, meta_file)
+    except Exception as exc:  # safetensors reports a full disk as its own error: output_error reads the free bytes
+        error = output_error(exc, path, "or give another trainer.cache_dir, then run again")
+        if error is None:
+            raise
+        raise error from None
+
+
+def _save_entry(model, tokenizer, meta: dict, path: Path, meta_file: str) -> None:
+    """Save into a temporary folder beside `path`, then rename it into place (meta_file written last)."""
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name[:16]}-", dir=path.parent))
+    try:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        (tmp / meta_file).write_text(json.dumps(meta, indent=1, sort_keys=True))  # written last: marks completeness
+        try:
+            os.replace(tmp, path)
+        except OSError:  # another process (without the lock: no fcntl) stored the same entry first: keep theirs
+            if not (path / meta_file).is_file():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _cached(path: Path, meta_file: str) -> WarmStartResult:
@@ -273,6 +290,9 @@ def _entry_lock(lock_file: Path) -> Iterator[None]:
     except ImportError:
         yield
         return
-    with open(lock_file, "a") as handle:
+    handle = open_no_follow(lock_file, os.O_RDWR | os.O_CREAT)  # a symlink planted there is refused, not followed
+    try:
         fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file closes, also if this process dies
         yield
+    finally:
+        os.close(handle)

@@ -7,6 +7,10 @@ them, and the config files they bring in, checked before Hydra (or anything else
 - `check_config_files`: the YAML files of --config-dir / --config-path / hydra.searchpath folders are at most
   `MAX_CONFIG_BYTES` each, use at most `MAX_YAML_ALIASES` aliases and expand to at most `MAX_YAML_NODES` values (an
   "anchor bomb" of nested aliases expands to gigabytes while composing; a recursive alias never ends).
+- `hydra_run_dir`: the folder Hydra will write a job's files to, as far as it is known before Hydra starts (run and
+  evaluate check it with `paths.check_output`).
+- `check_job_name`: `hydra.job.name` names Hydra's log file (<job folder>/<name>.log) and `hydra.sweeper.study_name`
+  a sweep's folder (multirun/<study>) and best-α file, so each is one plain name (`paths.check_name`), never `../x`.
 
 The entry points import these from here, never from each other (docs/architecture.md).
 """
@@ -76,6 +80,30 @@ def config_folders(argv: list[str]) -> list[Path]:
         if key == "hydra.searchpath":
             folders += [Path(v.strip(" '\"")[len("file://") :]) for v in value.strip("[]").split(",") if "file://" in v]
     return folders
+
+
+def check_job_name(argv: list[str]) -> None:
+    """ConfigError naming hydra.job.name or hydra.sweeper.study_name when the command line sets it to anything but one
+    plain file name (before anything is written; a study name from a sweep's YAML is checked when the sweep starts)."""
+    from hacrl_exp.paths import check_name
+
+    for override in parse_arguments(argv).overrides or []:
+        key, _, value = override.lstrip("+~").partition("=")
+        if key in ("hydra.job.name", "hydra.sweeper.study_name"):
+            check_name(value.strip("'\""), key)
+
+
+def hydra_run_dir(overrides: list[str], default: str, key: str = "hydra.run.dir") -> Path | None:
+    """The folder Hydra writes its job files to (`key`: hydra.run.dir, or hydra.sweep.dir for -m; else the entry
+    point's `default`, e.g. outputs/${now:%Y-%m-%d}), up to its first interpolation: a dated folder does not exist
+    yet, so the folders above it are what is checked. None when it starts with an interpolation (${oc.env:...}: known
+    only to Hydra)."""
+    given = [o.split("=", 1)[1] for o in overrides if o.startswith(f"{key}=")]
+    value = given[-1] if given else default  # the last one wins, as in Hydra
+    static, _, rest = value.partition("${")
+    if not rest:
+        return Path(value)
+    return Path(static) / "job" if static else None
 
 
 def check_config_files(argv: list[str]) -> None:

@@ -5,6 +5,7 @@ Composition errors and bad values become one ConfigError line naming the key, as
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
@@ -13,6 +14,7 @@ from omegaconf import DictConfig
 from hacrl_exp.config.schema import rng
 from hacrl_exp.config.validate import describe_for, typed_config
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.paths import check_name
 
 REPORT_KEY = "a report config key"  # as in "x is not a report config key"
 
@@ -75,6 +77,37 @@ class ReportConfig:
 ConfigStore.instance().store(name="report_schema", node=ReportConfig)
 
 
+def name_setting(config: ReportConfig) -> tuple[str, str]:
+    """(the report's folder name, the setting it comes from): `name`, else the grid tag, else the single
+    experiment, else 'report'."""
+    if config.name is not None:
+        return config.name, "name"
+    if config.tags.get("grid"):
+        return config.tags["grid"], "tags.grid"
+    if config.experiments and len(config.experiments) == 1:
+        return config.experiments[0], "experiments[0]"
+    return "report", "name"
+
+
+def report_name(config: ReportConfig) -> str:
+    """The report's folder name (`name_setting`), checked as one plain name (`paths.check_name`) naming its setting."""
+    return check_name(*name_setting(config))
+
+
+def store_uri(config: ReportConfig) -> str:
+    """The store's URI, parsed as `python -m hacrl_exp.run` parses tracking.uri (`tracking.store.parse_store_uri`:
+    a `?` or `#` that would make MLflow open another store is refused), naming the setting it came from."""
+    from hacrl_exp.tracking.store import default_uri, parse_store_uri
+
+    if config.uri:
+        source = f"uri={config.uri}"
+    elif os.environ.get("MLFLOW_TRACKING_URI"):
+        source = f"MLFLOW_TRACKING_URI={os.environ['MLFLOW_TRACKING_URI']}"
+    else:
+        source = f"the default store {default_uri()} (uri unset)"
+    return parse_store_uri(config.uri or default_uri(), source).uri
+
+
 def compose_report(overrides: list[str]) -> DictConfig:
     """conf/report.yaml composed with command-line overrides; Hydra's errors become one-line ConfigErrors."""
     from hacrl_exp.config.preflight import compose_config, first_choices
@@ -85,8 +118,11 @@ def compose_report(overrides: list[str]) -> DictConfig:
 def validate_report(cfg: DictConfig | dict) -> ReportConfig:
     """Typed, range-checked ReportConfig."""
     config: ReportConfig = typed_config(cfg, ReportConfig, REPORT_KEY)
-    if config.name is not None and (not config.name.strip() or "/" in config.name or config.name.startswith(".")):
-        raise ConfigError(f"name={config.name!r} must be a plain folder name (no '/', not starting with '.')")
+    report_name(config)  # the folder name, whichever setting it comes from, is one plain name
+    if config.studies.storage:  # read with sqlalchemy: a `?` in a sqlite URL would open another database
+        from hacrl_exp.tracking.store import check_database_url
+
+        check_database_url(config.studies.storage, f"studies.storage={config.studies.storage}")
     for value, reason in (("equivalence_margin", "margin_reason"), ("hypothesised_effect", "effect_reason")):
         if getattr(config, value) is not None and not (getattr(config, reason) or "").strip():
             raise ConfigError(

@@ -26,6 +26,7 @@ from pathlib import Path
 
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.paths import check_name, check_output
 from hacrl_exp.rehearsal.checks import AgentView, check_agent, length_warnings
 from hacrl_exp.rehearsal.findings import AgentStats, Findings
 from hacrl_exp.rehearsal.sources import AgentSource, resolve_sources, write_tokenizer
@@ -37,7 +38,9 @@ from hacrl_exp.trainer.checkpoint import write_text_atomic
 def rehearsal_folder(config: Config, experiment: str) -> Path:
     """rehearsal.output_dir, else outputs/rehearsal/<experiment>/<date>_<time>; refused when it holds anything."""
     stamp = datetime.now().strftime("%Y-%m-%d_%H-%M-%S")
-    folder = Path(config.rehearsal.output_dir or Path("outputs", "rehearsal", experiment, stamp)).expanduser()
+    given = config.rehearsal.output_dir
+    folder = Path(given or Path("outputs", "rehearsal", check_name(experiment, "experiment"), stamp)).expanduser()
+    folder = check_output(folder, "rehearsal.output_dir")  # not a file or device, a symlink only if asked; writable
     if folder.exists() and (not folder.is_dir() or any(folder.iterdir())):
         raise ConfigError(f"rehearsal.output_dir={folder} is not an empty folder; give a new one")
     return folder

@@ -2,7 +2,9 @@
 
 A Hydra app with its own primary config (conf/report.yaml, schema hacrl_exp/config/report_schema.py), like
 `python -m hacrl_exp.evaluate`: the overrides are composed and validated first, so a bad key or value prints one
-line naming it and exits with code 2; so does a selection that matches no run.
+line naming it and exits with code 2; so does a selection that matches no run. The report's folder is checked
+before any run is read (report/folder.py: a plain name, a folder only a report made, room on the disk), and a full
+disk while writing is one line naming the file. `--follow-symlinks` lets output_root and the folder be symlinks.
 """
 
 from __future__ import annotations
@@ -12,17 +14,19 @@ import sys
 import hydra
 from omegaconf import DictConfig
 
-from hacrl_exp.config.cli import hydra_argv, overrides_of
+from hacrl_exp.config.cli import check_config_files, check_job_name, hydra_argv, overrides_of
 from hacrl_exp.config.preflight import CONFIG_DIR
-from hacrl_exp.config.report_schema import compose_report, validate_report
-from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.config.report_schema import compose_report, store_uri, validate_report
+from hacrl_exp.errors import ConfigError, OutputError, exit_on_bad_input
+from hacrl_exp.paths import take_follow_flag
+from hacrl_exp.report.folder import check_target
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="report")
 def hydra_main(cfg: DictConfig) -> None:
     from hacrl_exp.report.build import make_report
 
-    with exit_on_bad_input(ConfigError):
+    with exit_on_bad_input(ConfigError, OutputError):
         report = make_report(validate_report(cfg))
     print(report.headline)
     logged = f"; MLflow run {report.run_id}" if report.run_id else ""
@@ -36,10 +40,15 @@ def tag_overrides(argv: list[str]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     """The command line `argv` (default sys.argv[1:]); 0 once written or printed, a bad input exits 2 (SystemExit)."""
-    argv = tag_overrides(sys.argv[1:] if argv is None else list(argv))
+    argv = take_follow_flag(sys.argv[1:] if argv is None else list(argv))  # --follow-symlinks is ours, not Hydra's
+    argv = tag_overrides(argv)
     with hydra_argv(__file__, argv):
-        with exit_on_bad_input(ConfigError):
-            validate_report(compose_report(overrides_of(argv)))
+        with exit_on_bad_input(ConfigError, OutputError):
+            check_config_files(argv)
+            check_job_name(argv)  # the name of Hydra's log file
+            config = validate_report(compose_report(overrides_of(argv)))
+            store_uri(config)  # before any run is read: the store, then the folder the report goes to
+            check_target(config)
         hydra_main()
     return 0
 

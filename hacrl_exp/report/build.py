@@ -1,30 +1,29 @@
 """Build a report folder: load the runs, compute the tables, draw the plots, write Markdown + HTML, log to MLflow.
 
 Layout of <output_root>/<name>/: report.md, report.html, plots/*.png, tables/*.csv (the numbers behind the tables).
-The folder is written next to the old one and swapped in at the end, so a failed build never leaves half a report.
+The folder is written next to the old one and swapped in at the end, so a failed build never leaves half a report;
+only a folder a report made is replaced (report/folder.py).
 """
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from hacrl_exp.config.report_schema import ReportConfig
+from hacrl_exp.config.report_schema import ReportConfig, report_name, store_uri
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.report import plots, render, sections, tables
 from hacrl_exp.report.alpha import best_alpha, load_alpha_trials
 from hacrl_exp.report.claims import hypothesis_rows
 from hacrl_exp.report.compare import Comparison, comparisons, main_pairs
 from hacrl_exp.report.costs import cost_table
+from hacrl_exp.report.folder import check_target, write_folder
 from hacrl_exp.report.headline import headline_markdown, regime_markdown
 from hacrl_exp.report.load import ReportData, load, mlflow_filter
 from hacrl_exp.report.rules import ABLATIONS, MAIN_METHODS, Rules
 from hacrl_exp.report.seeds import problems_per_agent, warm_starts
-from hacrl_exp.tracking import default_uri
 
 
 @dataclass
@@ -41,20 +40,12 @@ class Report:
     """The MLflow run holding the report as artifacts (log_to_mlflow)."""
 
 
-def report_name(config: ReportConfig) -> str:
-    """The folder name: `name`, else the grid tag, else the single experiment, else 'report'."""
-    if config.name:
-        return config.name
-    if config.tags.get("grid"):
-        return config.tags["grid"]
-    return config.experiments[0] if config.experiments and len(config.experiments) == 1 else "report"
-
-
 def make_report(config: ReportConfig) -> Report:
     """Build <output_root>/<name>/ from the MLflow runs the config selects; see the module docstring."""
     from mlflow.tracking import MlflowClient
 
-    uri = config.uri or default_uri()
+    target = check_target(config)  # before any run is read: python -m hacrl_exp.report checked it already
+    uri = store_uri(config)  # parsed as run parses tracking.uri
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).is_file():
         raise ConfigError(
             f"uri={uri!r}: no MLflow store there; point uri (or MLFLOW_TRACKING_URI) at the store the runs logged to"
@@ -66,15 +57,7 @@ def make_report(config: ReportConfig) -> Report:
         config.include_unfinished, config.include_trials,
     )  # fmt: skip
     name = report_name(config)
-    target = Path(config.output_root) / name
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=target.parent))
-    try:
-        report = _write(config, data, work, name)
-        _swap(work, target)
-    except BaseException:
-        shutil.rmtree(work, ignore_errors=True)
-        raise
+    report = write_folder(target, lambda work: _write(config, data, work, name))
     report.folder = target
     if config.log_to_mlflow:
         report.run_id = _log(client, config, data, target, name)
@@ -230,16 +213,6 @@ def hypotheses_frame(found: list[Comparison], methods: list[str], agents: list[s
              "power": c.power if c else None, "verdict": judged}
         )  # fmt: skip
     return pd.DataFrame(rows)
-
-
-def _swap(work: Path, target: Path) -> None:
-    """Replace `target` by `work` (the old report is removed only once the new one is in place)."""
-    old = target.with_name(f".{target.name}.old")
-    shutil.rmtree(old, ignore_errors=True)
-    if target.exists():
-        target.rename(old)
-    work.rename(target)
-    shutil.rmtree(old, ignore_errors=True)
 
 
 def _log(client, config: ReportConfig, data: ReportData, folder: Path, name: str) -> str:

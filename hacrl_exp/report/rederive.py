@@ -26,8 +26,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from hacrl_exp.errors import ConfigError, exit_on_bad_input
+from hacrl_exp.errors import ConfigError, OutputError, exit_on_bad_input
 from hacrl_exp.evaluation.markdown import markdown_table
+from hacrl_exp.paths import replace_atomic
 from hacrl_exp.report.claims import hypothesis_rows
 from hacrl_exp.report.compare import Comparison, judged, seed_comparison
 from hacrl_exp.report.power import DRAWS, MAX_SEEDS
@@ -276,7 +277,7 @@ def main(argv: list[str] | None = None) -> int:
     args = arguments(sys.argv[1:] if argv is None else argv)
     command = "python -m hacrl_exp.report.rederive " + " ".join(str(f) for f in args.folders)
     command += " --note '<the paragraph below>'" * bool(args.note) + " --write" * args.write
-    with exit_on_bad_input(ConfigError):
+    with exit_on_bad_input(ConfigError, OutputError):
         for folder in args.folders:
             frame, hypotheses = read_comparisons(folder)
             found = rederive(frame, power_draws=args.power_draws, seed=args.seed)
@@ -284,9 +285,7 @@ def main(argv: list[str] | None = None) -> int:
             print(text)
             if args.write:
                 target = folder / "rederived_claims.md"
-                partial = target.with_name(f".{target.name}.partial")
-                partial.write_text(text)
-                partial.replace(target)
+                replace_atomic(target, lambda tmp, text=text: tmp.write_text(text))  # a regular file only, no symlink
                 print(f"written to {target}", file=sys.stderr)
     return 0
 

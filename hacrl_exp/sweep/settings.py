@@ -15,6 +15,7 @@ import numpy as np
 import optuna
 
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.paths import check_name, check_output
 
 SAMPLERS = ("tpe", "random")
 PRUNERS = ("none", "median", "percentile", "threshold")
@@ -90,6 +91,7 @@ def parse_settings(raw: Mapping[str, Any], sweep_dir: Path) -> SweepSettings:
     name = str(raw["study_name"])
     if not STUDY_NAME.match(name):
         raise ConfigError(f"{KEY}.study_name={name!r} may hold only letters, digits, '_', '.' and '-'")
+    check_name(name, f"{KEY}.study_name")  # names best_alpha/<study>.yaml: not '.', '..' or hidden
     for key in ("n_trials", "n_jobs", "max_failures"):
         if int(raw[key]) < 1:
             raise ConfigError(f"{KEY}.{key}={raw[key]} must be >= 1")
@@ -101,10 +103,12 @@ def parse_settings(raw: Mapping[str, Any], sweep_dir: Path) -> SweepSettings:
     if int(sampler["n_startup_trials"]) < 0:
         raise ConfigError(f"{KEY}.sampler.n_startup_trials={sampler['n_startup_trials']} must be >= 0")
     make_pruner(pruner)
+    if raw["output_dir"]:  # a symlink only with --follow-symlinks, writable, not a file (best_alpha/ goes there)
+        check_output(raw["output_dir"], f"{KEY}.output_dir")
     output_dir = Path(raw["output_dir"] or sweep_dir).expanduser().resolve()
     return SweepSettings(
         study_name=name,
-        storage=raw["storage"] or f"sqlite:///{output_dir / 'optuna.db'}",
+        storage=_storage(raw["storage"], output_dir),
         n_trials=int(raw["n_trials"]),
         n_jobs=int(raw["n_jobs"]),
         metric=str(raw["metric"]),
@@ -117,6 +121,14 @@ def parse_settings(raw: Mapping[str, Any], sweep_dir: Path) -> SweepSettings:
         max_failures=int(raw["max_failures"]),
         output_dir=output_dir,
     )
+
+
+def _storage(given: str | None, output_dir: Path) -> str:
+    """The Optuna storage URL: the one given (a sqlite URL parsed strictly: a `?` would open another database), else
+    optuna.db in the sweep's output folder."""
+    from hacrl_exp.tracking.store import check_database_url
+
+    return check_database_url(given, f"{KEY}.storage={given}") if given else f"sqlite:///{output_dir / 'optuna.db'}"
 
 
 def _alpha_space(raw: dict) -> AlphaSpace:

@@ -51,7 +51,12 @@ class StoreLocation:
 def store_location(cfg: TrackingConfig) -> StoreLocation:
     """The store of `cfg`, parsed strictly (module docstring); ConfigError naming the setting when MLflow would read
     the URI as another store than the one typed."""
-    uri, source = cfg.uri or default_uri(), store_source(cfg)
+    return parse_store_uri(cfg.uri or default_uri(), store_source(cfg))
+
+
+def parse_store_uri(uri: str, source: str) -> StoreLocation:
+    """`uri` parsed strictly into the store MLflow will open (module docstring); ConfigError naming `source` (the
+    setting or flag it came from) otherwise. Shared by every entry point that opens a store (run, ui, report)."""
     scheme = urlparse(uri).scheme
     if scheme in ("", "file") or scheme == "sqlite" or scheme in ("http", "https"):
         for char, what in (("?", "a query (?…), which MLflow reads as options"), ("#", "a fragment (#…)")):
@@ -69,6 +74,13 @@ def store_location(cfg: TrackingConfig) -> StoreLocation:
             raise ConfigError(f"{source}: MLflow decodes %-escapes in a file store's path; give the path as it is")
         return StoreLocation(uri, "file", Path(urlparse(uri).path if scheme else uri).absolute(), source)
     return StoreLocation(uri, scheme, None, source)
+
+
+def check_database_url(url: str, source: str) -> str:
+    """A database URL that is not MLflow's (an Optuna storage): a sqlite one parsed as strictly as a store
+    (`parse_store_uri`: `sqlite:///…/p?x/optuna.db` is the database …/p to sqlalchemy), others as given (a
+    PostgreSQL URL's `?` carries its options)."""
+    return parse_store_uri(url, source).uri if urlparse(url).scheme == "sqlite" else url
 
 
 def _as_mlflow_reads(uri: str) -> str | None:

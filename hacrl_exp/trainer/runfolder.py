@@ -22,7 +22,14 @@ from pathlib import Path
 
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
-from hacrl_exp.paths import check_free_space, check_output, size_of
+from hacrl_exp.paths import (
+    FOLLOW_SYMLINKS_FLAG,
+    check_free_space,
+    check_output,
+    follow_symlinks,
+    open_no_follow,
+    size_of,
+)
 from hacrl_exp.tracking.masking import MASK
 from hacrl_exp.trainer.checkpoint import intact_checkpoint
 
@@ -171,6 +178,7 @@ def check_run_folder(config: Config, output_dir: Path | None) -> RunFolder:
     resume = Path(trainer.resume).expanduser()
     if not resume.exists():
         raise ConfigError(f"trainer.resume={trainer.resume} does not exist; give the run folder of an earlier run")
+    check_checkpoint_links(resume, trainer.resume)
     checkpoint, damaged = intact_checkpoint(resume)
     for problem in damaged:
         log.warning("damaged checkpoint, not used: %s", problem)
@@ -220,6 +228,26 @@ def check_same_run(checkpoint: Path, state: dict, run: Path, resume: str) -> Non
         f"trainer.resume={resume}: checkpoint {checkpoint} belongs to run {theirs}, but its run folder {run} holds "
         f"{mine}; resume the run folder that checkpoint came from (copy the whole run folder, not its checkpoints)"
     )
+
+
+def check_checkpoint_links(resume: Path, given: str) -> None:
+    """A resume reads (and then writes and rotates) checkpoints in the run's own folder: the checkpoints folder, a
+    step folder in it, or the path given, when a symlink (into another run, whose weights it would resume and whose
+    checkpoints it would rotate), is refused before any checkpoint is read, as an output path that is a symlink is,
+    unless --follow-symlinks."""
+    if follow_symlinks():
+        return
+    checkpoints = resume.parent if resume.name.startswith("step_") else resume / "checkpoints"
+    if resume.name == "checkpoints":
+        checkpoints = resume
+    found = [p for p in (resume, checkpoints) if os.path.islink(p)]
+    if not found and checkpoints.is_dir():
+        found = sorted(p for p in checkpoints.glob("step_*") if p.is_symlink())
+    if found:
+        raise ConfigError(
+            f"trainer.resume={given}: {found[0]} is a symlink (to {os.readlink(found[0])}); a run resumes only the "
+            f"checkpoints in its own folder: copy them in, or pass {FOLLOW_SYMLINKS_FLAG}"
+        )
 
 
 def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Config, RunFolder]:
@@ -293,9 +321,9 @@ def _in_use(folder: Path, holder: str) -> ConfigError:
 def check_unlocked(folder: Path) -> None:
     """Refuse a run folder another process holds, without writing anything (a probe of its lock)."""
     lock = folder / LOCK
-    if not lock.is_file():
+    if not os.path.lexists(lock):
         return
-    fd = os.open(lock, os.O_RDONLY)
+    fd = open_no_follow(lock, os.O_RDONLY)  # a symlink planted as .lock is refused here, before anything is written
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -312,7 +340,7 @@ class RunLock:
 
     def __enter__(self) -> RunLock:
         self.folder.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_no_follow(self.folder / LOCK, os.O_RDWR | os.O_CREAT)  # never truncates a symlink's target
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

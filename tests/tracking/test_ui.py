@@ -97,7 +97,9 @@ def test_it_serves_the_store_and_the_reports_and_stops_both(tmp_path):
         os.kill(server.pid, signal.SIGTERM)
         server.wait(timeout=60)
     assert server.returncode == 0
-    assert not (Path(tempfile.gettempdir()) / f"hacrl_ui_mlflow_{port}.log").exists()  # kept only after a failure
+    started = next(line for line in server.stderr.read().splitlines() if line.startswith("starting mlflow server"))
+    log = Path(started.rsplit("log ", 1)[1].rstrip(")"))  # in a private folder of the temp folder
+    assert log.parent.parent == Path(tempfile.gettempdir()) and not log.parent.exists()  # kept only after a failure
     for used in (port, reports_port):  # both servers (and MLflow's workers) are gone
         with socket.socket() as sock:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
