@@ -149,8 +149,10 @@ def test_a_checkpoint_of_another_run_is_refused_naming_both(copy, tmp_path):
     shutil.rmtree(other / "checkpoints")
     (other / "checkpoints").symlink_to(copy / "checkpoints")
     theirs_before = snapshot(copy)
-    result = resume(other, "trainer.steps=4")
-    assert result.returncode == 2 and f"belongs to run {ours.read_text().strip()}" in result.stderr
+    result = resume(other, "trainer.steps=4")  # a symlinked checkpoints folder: refused as a symlink first
+    assert result.returncode == 2 and f"{other / 'checkpoints'} is a symlink" in result.stderr, result.stderr
+    result = resume(other, "trainer.steps=4", "--follow-symlinks")  # followed on request: then it is another run's
+    assert result.returncode == 2 and f"belongs to run {ours.read_text().strip()}" in result.stderr, result.stderr
     assert (other / "metrics.jsonl").read_bytes() == before["metrics.jsonl"] and snapshot(copy) == theirs_before
 
 
