@@ -11,10 +11,11 @@ Before that, each training experiment of the store gets two saved views of MLflo
 and "Compare configurations" (agent runs grouped by configuration and agent, in the chart view). It prints one link
 per view, the experiment's Models page and each report; every MLflow link carries `workflowType=machine_learning`,
 so it opens in the "Model training" mode (the bare http://127.0.0.1:N/ opens MLflow 3's GenAI mode). Ctrl-C (or
-SIGTERM) stops both servers.
+SIGTERM, or SIGHUP when its terminal closes) stops both servers.
 
 One line on stderr and exit code 2 when the store does not exist (a sqlite file or a folder), --store is already a
-server, --reports is not a folder, or a port is taken; exit code 1 when the MLflow server stops or never answers
+server, --reports is not a folder, or a port is outside
+[1024, 65535] or taken; exit code 1 when the MLflow server stops or never answers
 (its log, `hacrl_ui_mlflow_<port>.log` in the temp folder, is named; a clean stop removes it).
 """
 
@@ -36,6 +37,7 @@ import webbrowser
 from pathlib import Path
 from urllib.parse import urlparse
 
+from hacrl_exp.config.flags import check_port_number
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.repo import REPO_ROOT
 from hacrl_exp.tracking.store import artifact_location, default_uri
@@ -174,8 +176,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     uri = args.store or default_uri()
     reports = args.reports if args.reports is not None else (REPORTS if REPORTS.is_dir() else None)
-    reports_port = args.reports_port or args.port + 1
+    reports_port = args.port + 1 if args.reports_port is None else args.reports_port
     with exit_on_bad_input(ConfigError):
+        check_port_number("--port", args.port)  # before binding: 0 would pick a port no link names, 70000 none
+        check_port_number("--reports-port", reports_port)
+        if reports is not None and reports_port == args.port:
+            raise ConfigError(f"--reports-port {reports_port} is --port too; give the reports another port")
         check_store(uri)
         if reports is not None and not reports.is_dir():
             raise ConfigError(f"--reports {reports}: no such folder; pass the folder holding <name>/report.html")
@@ -185,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     experiments = training_experiments(uri)
     log_path = Path(tempfile.gettempdir()) / f"hacrl_ui_mlflow_{args.port}.log"
     print(f"starting mlflow server for {uri} on {HOST}:{args.port} (about 20 s; log {log_path})", file=sys.stderr)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops both servers as Ctrl-C does
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # stop both servers as Ctrl-C does (SIGHUP: a closed terminal)
+        signal.signal(signum, signal.default_int_handler)
     server, static, stopped = start_mlflow(uri, args.port, log_path), None, False
     try:
         wait_until_up(server, args.port, log_path)
