@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from hacrl_exp.config.cli import check_config_files, hydra_argv, overrides_of
 from hacrl_exp.config.evaluate_schema import compose_evaluate, validate_evaluate
+from hacrl_exp.config.preflight import check_hydra_values
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.evaluation.inputs import check_inputs
 from hacrl_exp.paths import take_follow_flag
@@ -48,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
         with exit_on_bad_input(ConfigError, DataError):
             check_config_files(argv)
             config = validate_evaluate(compose_evaluate(overrides_of(argv)))  # overrides_of: Hydra's own parser
+            check_hydra_values(overrides_of(argv), "evaluate", config_dir=None)
             if not INSPECT_FLAGS.intersection(argv):
                 check_inputs(config)
         hydra_main()

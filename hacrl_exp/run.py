@@ -6,12 +6,13 @@ typo in a key, group or value prints one line naming it and exits with code 2, b
 run the checks that need no model come first too (run folder or resume target, output paths, free space, tracking
 store, data rows, tokenizers, devices, memory): an error leaves no file behind. `--cfg`, `--help` and `--info` only
 print. `--follow-symlinks` lets output paths be symlinks. Signals (trainer/signals.py): during start-up Ctrl-C /
-SIGTERM exit at once (130 / 143); while training the first stops after a checkpoint, a second at once.
+SIGTERM / SIGHUP (a closed terminal) exit at once (130 / 143 / 129); while training the first stops after a checkpoint,
+a second at once.
 """
 
 from __future__ import annotations
 
-from hacrl_exp.trainer.signals import exit_on_signals
+from hacrl_exp.trainer.signals import exit_on_signals, say
 
 if __name__ == "__main__":  # first: covers the imports below (a test that imports this module keeps its handlers)
     exit_on_signals("interrupted before training started; nothing was trained")
@@ -24,7 +25,7 @@ from hydra.core.hydra_config import HydraConfig  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
 from hacrl_exp.config.cli import check_config_files, config_dirs_of, hydra_argv, parse_arguments  # noqa: E402
-from hacrl_exp.config.preflight import CONFIG_DIR  # noqa: E402
+from hacrl_exp.config.preflight import CONFIG_DIR, check_hydra_values  # noqa: E402
 from hacrl_exp.errors import ConfigError, NumericsError, OutputError, RunInterrupted, exit_on_bad_input  # noqa: E402
 from hacrl_exp.paths import check_output, take_follow_flag  # noqa: E402
 from hacrl_exp.tasks.rows import DataError  # noqa: E402
@@ -46,7 +47,7 @@ def hydra_main(cfg: DictConfig) -> dict:
         try:
             summary = train(config, output_dir, on_evaluate=on_evaluate)
         except RunInterrupted as exc:
-            print(exc, file=sys.stderr)
+            say(str(exc))  # the terminal may be gone (SIGHUP): a failed write must not change the exit code
             sys.exit(exc.exit_code)
     if __name__ == "__main__":
         exit_on_signals("interrupted after training ended; its results are written")
@@ -71,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
             arguments = parse_arguments(argv)  # Hydra's parser: what it would refuse is refused here, before any file
             check_config_files(argv)
             config = preflight(list(arguments.overrides or []) + config_dirs_of(argv), "config")
+            check_hydra_values(list(arguments.overrides or []))
             if INSPECT_FLAGS.intersection(argv):
                 hydra_main()
                 return 0

@@ -13,7 +13,7 @@ import hydra
 from omegaconf import DictConfig
 
 from hacrl_exp.config.cli import hydra_argv, overrides_of
-from hacrl_exp.config.preflight import CONFIG_DIR
+from hacrl_exp.config.preflight import CONFIG_DIR, check_hydra_values
 from hacrl_exp.config.report_schema import compose_report, validate_report
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 
@@ -40,6 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     with hydra_argv(__file__, argv):
         with exit_on_bad_input(ConfigError):
             validate_report(compose_report(overrides_of(argv)))
+            check_hydra_values(overrides_of(argv), "report")
         hydra_main()
     return 0
 
