@@ -102,7 +102,8 @@ def check_hydra_values(overrides: list[str], config_name: str = "config", config
             given[key] = value
     if not given:
         return
-    own = [o for o in overrides if o.lstrip("+~").startswith("hydra.") and not o.lstrip("+~").startswith(HYDRA_KEYS_CHECKED)]
+    keys = [o.lstrip("+~") for o in overrides]
+    own = [o for o, k in zip(overrides, keys) if k.startswith("hydra.") and not k.startswith(HYDRA_KEYS_CHECKED)]
     cfg = compose_config(first_choices(overrides) + own, config_name, config_dir=config_dir, with_hydra=True)
     for key, value in given.items():
         try:

@@ -27,8 +27,8 @@ import os
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)

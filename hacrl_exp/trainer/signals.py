@@ -83,8 +83,8 @@ def exit_on_signals(line: str) -> None:
 
 
 class StopRequests:
-    """Context manager: while active, the first SIGINT / SIGTERM / SIGHUP sets `signum` for the loop to read; a second exits
-    at once. output_dir: the run folder named in the line a second signal prints."""
+    """Context manager: while active, the first SIGINT / SIGTERM / SIGHUP sets `signum` for the loop to read; a second
+    exits at once. output_dir: the run folder named in the line a second signal prints."""
 
     def __init__(self, output_dir: Path | None = None) -> None:
         self.signum: int | None = None
