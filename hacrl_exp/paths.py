@@ -12,6 +12,7 @@ Every entry point resolves the paths it will write once, up front (`check_output
 `replace_atomic` writes a file into a temporary file beside it and renames it over the target, so readers see the old
 or the new content; it refuses to replace anything but a regular file (a device node or a symlink stays as it was).
 `output_error` turns a failed write (ENOSPC, EACCES, EROFS, ...) into one `OutputError` line naming the path.
+`take_lock` / `locked`: a lock file holding the holder's pid (a sweep's study; creating a store once).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ import errno
 import os
 import secrets
 import stat
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hacrl_exp.errors import ConfigError, OutputError
@@ -183,3 +185,39 @@ def fsync_dir(folder: Path) -> None:
             os.fsync(handle)
         finally:
             os.close(handle)
+
+
+def take_lock(path: Path, wait: bool = False) -> int | None:
+    """An open descriptor holding an exclusive `flock` on `path` (created, with this process's pid written in it), or
+    None when another process holds it and not `wait`. The lock ends when the descriptor closes or the process dies:
+    the kernel drops it, so a killed holder never leaves a stale lock. The file stays (removing it would race)."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
+
+
+def lock_holder(path: Path) -> str:
+    """The pid written in lock file `path` ('?' when it is not written yet)."""
+    try:
+        return path.read_text().strip() or "?"
+    except OSError:
+        return "?"
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the lock file `path` for the block, waiting for another holder to end (creating a store: seconds)."""
+    fd = take_lock(path, wait=True)
+    try:
+        yield
+    finally:
+        os.close(fd)
