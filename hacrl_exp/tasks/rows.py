@@ -2,7 +2,8 @@
 
 A bad row is a line that is not UTF-8, not JSON or not a JSON object, a blank line between rows, a row holding
 text that cannot be encoded as UTF-8 (a lone surrogate escape such as \\ud800) or a non-finite number (NaN,
-Infinity, 1e400), a row whose required field is missing or empty, or a row whose id repeats an earlier one. The
+Infinity, 1e400), a row whose required field is missing or empty, a row or field over its size limit (below), or
+a row whose id repeats an earlier one. The
 policy (`task.bad_rows`) says what happens to it:
 
   error  loading stops with a `DataError` naming file:line, what is wrong and the fix (the default);
@@ -31,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hacrl_exp.errors import ConfigError
+
 log = logging.getLogger(__name__)
 
 BAD_ROW_POLICIES = ("error", "skip")
@@ -46,7 +49,7 @@ class DataError(ValueError):
     """A bad data file or row. The message names the file, the 1-based line number, and the fix.
 
     reason: a short tag (not_utf8, invalid_json, not_an_object, empty_row, missing_field, empty_field, duplicate_id,
-    no_rows, ...) by which skipped rows are counted.
+    row_too_large, field_too_large, no_rows, ...) by which skipped rows are counted.
     """
 
     def __init__(self, message: str, reason: str = "bad_data") -> None:
@@ -72,8 +75,6 @@ class RowLimits:
 
 
 def _env_limit(name: str, default: int) -> int:
-    from hacrl_exp.errors import ConfigError
-
     raw = os.environ.get(name, "").strip()
     if not raw:
         return default
