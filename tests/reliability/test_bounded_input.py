@@ -267,3 +267,17 @@ def test_bad_grammar_in_a_preset_is_one_line_naming_the_key(tmp_path):
     args = ["--config-dir", tmp_path / "presets", *tiny_overrides(), "+experiment=bad"]
     line = one_line(run_cli("hacrl_exp.run", args, cwd=tmp_path))
     assert line.startswith("ConfigError: trainer.output_dir: cannot parse the interpolation")
+
+
+def test_under_skip_an_oversized_row_is_counted_and_the_rest_load(tmp_path):
+    """task.bad_rows=skip: a row over a limit is dropped and counted by its reason; the rows after it load."""
+    from hacrl_exp.tasks.math import MathTask
+
+    rows = [dict(ROW, id="a"), huge_problem_row(), dict(ROW, id="c", problem="y" * 300_000), dict(ROW, id="d")]
+    train = jsonl(tmp_path / "train.jsonl", rows)
+    task = MathTask(train, train, bad_rows="skip")
+    try:
+        assert [p.id for p in task.train_set] == ["a", "d"]
+        assert dict(task.bad_rows.counts) == {"row_too_large": 1, "field_too_large": 1}
+    finally:
+        task.close()
