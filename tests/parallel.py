@@ -88,7 +88,6 @@ SLOW = (
     "tests/reliability/test_full_disk.py::test_a_full_disk_at_a_checkpoint",
     "tests/reliability/test_full_disk.py::test_a_store_that_fills_up",
     "tests/reliability/test_bounded_input.py::test_a_huge_training_row_is_refused",
-    "tests/reliability/test_bounded_input.py::test_sweeper_numbers_are_finite_and_in_range",
     "tests/reliability/test_bounded_input.py::test_threads_above_the_cores_warn",
     "tests/reliability/test_hangup_and_sweeps.py",
     "tests/reliability/test_hostile_outputs.py::test_a_batch_of_hostile_outputs_leaks_no_process_and_no_memory",
