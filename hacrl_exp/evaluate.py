@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from hacrl_exp.config.cli import check_config_files, check_job_name, hydra_argv, hydra_run_dir, overrides_of
 from hacrl_exp.config.evaluate_schema import compose_evaluate, validate_evaluate
+from hacrl_exp.config.preflight import check_hydra_values
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.evaluation.inputs import check_inputs
 from hacrl_exp.paths import check_output, take_follow_flag
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> int:
             check_config_files(argv)
             check_job_name(argv)  # the name of Hydra's log file
             config = validate_evaluate(compose_evaluate(overrides_of(argv)))  # overrides_of: Hydra's own parser
+            check_hydra_values(overrides_of(argv), "evaluate", config_dir=None)
             if not INSPECT_FLAGS.intersection(argv):
                 hydra_dir = hydra_run_dir(overrides_of(argv), "outputs/eval/${now:%Y-%m-%d}")
                 if hydra_dir is not None:  # Hydra's job folder (its .hydra/ and log): checked as run checks it

@@ -17,8 +17,10 @@ grading policy `--forms` (`requested`, the default: an answer that ignores a for
 the reward under each policy (JSONL, or parquet for a `.parquet` path). It is checked before grading (a folder that
 can be written; not a device, fifo or folder; not a symlink unless `--follow-symlinks`, which writes the link's
 target) and replaced atomically. A summary (rows, accuracy under both policies, reasons; for parquet input, verdicts
-changed) goes to stdout. A bad row (invalid JSON, a missing field, an unknown benchmark or id) or a bad --out stops
-with one line naming it, exit code 2, and nothing written.
+changed) goes to stdout. A bad row (invalid JSON, a missing field, an unknown benchmark or id, a line over
+`--max-row-bytes`, default 1 MiB, read no further than that), a bad --out or a number out of its range (`--timeout`
+0.1-600 s, `--workers` 1-64: started at most one per row, a warning above the machine's cores) stops with one line
+naming it, exit code 2, and nothing written.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ import sys
 from collections import Counter
 from pathlib import Path
 
+from hacrl_exp.config.flags import MAX_WORKERS, check_number, worker_count
 from hacrl_exp.errors import ConfigError, OutputError, exit_on_bad_input
 from hacrl_exp.evaluation.data import load_problems
 from hacrl_exp.evaluation.spec import BenchmarkSpec, known_benchmarks, load_benchmark
@@ -37,7 +40,11 @@ from hacrl_exp.paths import FOLLOW_SYMLINKS_FLAG, check_output, output_error, re
 from hacrl_exp.rewards import COMPARES, EXTRACTORS, FORMS, Grader, normalize_gold
 from hacrl_exp.tasks.base import Problem
 from hacrl_exp.tasks.problem_data import data_folder
-from hacrl_exp.tasks.rows import DataError, jsonl_records
+from hacrl_exp.tasks.rows import LIMIT_RANGE, MIB, DataError, RowLimits, jsonl_records
+
+TIMEOUT_RANGE = (0.1, 600.0)
+"""Seconds per answer, as the config's `grader_timeout_s`: below 0.1 s right answers time out, above 10 min a
+sympy bomb holds a worker for good."""
 
 
 class Batch:
@@ -108,16 +115,21 @@ class Batch:
         return grades
 
 
-def grade_jsonl(path: Path, batch: Batch, grader: Grader) -> list[dict]:
-    """The input rows with reward, extracted and reason added."""
+def read_jsonl(path: Path, batch: Batch, limits: RowLimits | None = None) -> list[dict]:
+    """The input rows, each queued in `batch`; a row over `limits` (tasks.rows) is a DataError naming its line."""
     rows = []
-    for lineno, row in jsonl_records(path):
+    for lineno, row in jsonl_records(path, limits):
         if isinstance(row, DataError):
             raise row
         batch.add(row, f"{path}:{lineno}")
         rows.append(row)
     if not rows:
         raise DataError(f"{path}: no rows to grade.")
+    return rows
+
+
+def grade_jsonl(rows: list[dict], batch: Batch, grader: Grader) -> list[dict]:
+    """The rows `read_jsonl` queued, with reward, extracted and reason added."""
     for row, grade in zip(rows, batch.grade(grader)):
         row.update(grading_columns([grade], batch.forms, single=True))
     return rows
@@ -136,8 +148,8 @@ def grading_columns(grades: list, forms: str, single: bool = False) -> dict:
     return {k: v[0] for k, v in columns.items()} if single else columns
 
 
-def grade_samples(path: Path, batch: Batch, grader: Grader):
-    """An evaluation's samples.parquet re-graded; returns (frame, number of verdicts that changed)."""
+def read_samples(path: Path, batch: Batch):
+    """An evaluation's samples.parquet, each row queued in `batch`."""
     import pandas as pd
 
     try:
@@ -149,6 +161,13 @@ def grade_samples(path: Path, batch: Batch, grader: Grader):
         raise DataError(f"{path}: columns {missing} are missing; is it an evaluation run's samples.parquet?")
     for n, row in enumerate(frame.to_dict("records")):
         batch.add(row, f"{path}:row {n}", gold_key="answer", id_key="problem_id")
+    if frame.empty:
+        raise DataError(f"{path}: no rows to grade.")
+    return frame
+
+
+def grade_samples(frame, batch: Batch, grader: Grader):
+    """The frame `read_samples` queued, re-graded; returns (frame, number of verdicts that changed)."""
     grades = batch.grade(grader)
     before = frame["reward"].tolist() if "reward" in frame.columns else [None] * len(frame)
     for column, values in grading_columns(grades, batch.forms).items():
@@ -185,8 +204,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--extractor", default="boxed", help=f"for rows without a benchmark: {sorted(EXTRACTORS)}")
     parser.add_argument("--compare", default="math", help=f"for rows without a benchmark: {list(COMPARES)}")
     parser.add_argument("--forms", default=FORMS[0], help=f"grading policy of the math rule: {list(FORMS)}")
-    parser.add_argument("--workers", type=int, default=2, help="math-verify worker processes")
-    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per answer")
+    parser.add_argument("--workers", type=int, default=2, help="math-verify processes, 1-64 (at most one per row)")
+    parser.add_argument("--timeout", type=float, default=5.0, help="seconds per answer, 0.1-600")
+    parser.add_argument("--max-row-bytes", type=int, default=MIB, help="bytes of one input line (default 1 MiB)")
     parser.add_argument(FOLLOW_SYMLINKS_FLAG, action="store_true", help="--out may be a symlink: write its target")
     args = parser.parse_args(argv)
     with exit_on_bad_input(ConfigError, DataError, OutputError):
@@ -206,15 +226,20 @@ def main(argv: list[str] | None = None) -> int:
                 f"--forms={args.forms!r} is not one of {list(FORMS)}: requested checks the forms a question asks "
                 "for, value lets the value alone decide."
             )
-        if args.workers < 1 or args.timeout <= 0:
-            raise ConfigError(f"--workers={args.workers} must be >= 1 and --timeout={args.timeout} > 0.")
+        check_numbers(args)
         batch = Batch(data_folder(args.data_dir, "--data-dir"), args.extractor, args.compare, args.forms)
-        with Grader(args.timeout, args.workers) as grader:
+        if inp.suffix == ".parquet":
+            frame = read_samples(inp, batch)
+        else:  # a response may fill the whole row: the field limit is the row's
+            flag = f"--max-row-bytes=<bytes> (now {args.max_row_bytes})"
+            rows = read_jsonl(inp, batch, RowLimits(args.max_row_bytes, args.max_row_bytes, flag, flag))
+        workers = worker_count("--workers", args.workers, len(batch.items))
+        with Grader(args.timeout, workers) as grader:
             if inp.suffix == ".parquet":
-                payload, changed = grade_samples(inp, batch, grader)
+                payload, changed = grade_samples(frame, batch, grader)
                 records = payload.to_dict("records")
             else:
-                payload, changed = grade_jsonl(inp, batch, grader), None
+                payload, changed = grade_jsonl(rows, batch, grader), None
                 records = payload
         write(out, payload)
     counts = " ".join(f"{k}={v}" for k, v in sorted(Counter(r["reason"] for r in records).items()))
@@ -227,6 +252,13 @@ def main(argv: list[str] | None = None) -> int:
     if changed is not None:
         print(f"{changed} verdicts differ from the ones stored in {inp.name}")
     return 0
+
+
+def check_numbers(args: argparse.Namespace) -> None:
+    """Each numeric flag finite and in its range (config/flags.py); --workers is checked with the rows' count."""
+    check_number("--timeout", args.timeout, *TIMEOUT_RANGE)
+    check_number("--max-row-bytes", args.max_row_bytes, *LIMIT_RANGE)
+    check_number("--workers", args.workers, 1, MAX_WORKERS)
 
 
 if __name__ == "__main__":

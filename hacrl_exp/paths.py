@@ -22,6 +22,8 @@ Names and private files, for every entry point alike:
   without following a symlink, and only when it is a regular file.
 - `private_folder`: temporary and log files go into a fresh folder only this user can enter (`mkdtemp`), never at a
   predictable path in the shared temp folder, where someone else may have put a symlink first.
+
+`take_lock` / `locked`: a lock file holding the holder's pid (a sweep's study; creating a store once).
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ import os
 import secrets
 import stat
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from hacrl_exp.errors import ConfigError, OutputError
@@ -246,3 +249,39 @@ def open_no_follow(path: Path, flags: int, mode: int = 0o644) -> int:
 def private_folder(prefix: str) -> Path:
     """A new folder in the temp folder that only this user can enter (mode 0700, a name no one can guess first)."""
     return Path(tempfile.mkdtemp(prefix=prefix))
+
+
+def take_lock(path: Path, wait: bool = False) -> int | None:
+    """An open descriptor holding an exclusive `flock` on `path` (created, with this process's pid written in it), or
+    None when another process holds it and not `wait`. The lock ends when the descriptor closes or the process dies:
+    the kernel drops it, so a killed holder never leaves a stale lock. The file stays (removing it would race)."""
+    import fcntl
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        os.close(fd)
+        return None
+    os.ftruncate(fd, 0)
+    os.write(fd, str(os.getpid()).encode())
+    return fd
+
+
+def lock_holder(path: Path) -> str:
+    """The pid written in lock file `path` ('?' when it is not written yet)."""
+    try:
+        return path.read_text().strip() or "?"
+    except OSError:
+        return "?"
+
+
+@contextmanager
+def locked(path: Path) -> Iterator[None]:
+    """Hold the lock file `path` for the block, waiting for another holder to end (creating a store: seconds)."""
+    fd = take_lock(path, wait=True)
+    try:
+        yield
+    finally:
+        os.close(fd)

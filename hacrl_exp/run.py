@@ -6,12 +6,13 @@ typo in a key, group or value prints one line naming it and exits with code 2, b
 run the checks that need no model come first too (run folder or resume target, output paths, free space, tracking
 store, data rows, tokenizers, devices, memory): an error leaves no file behind. `--cfg`, `--help` and `--info` only
 print. `--follow-symlinks` lets output paths be symlinks. Signals (trainer/signals.py): during start-up Ctrl-C /
-SIGTERM exit at once (130 / 143); while training the first stops after a checkpoint, a second at once.
+SIGTERM / SIGHUP (a closed terminal) exit at once (130 / 143 / 129); while training the first stops after a checkpoint,
+a second at once.
 """
 
 from __future__ import annotations
 
-from hacrl_exp.trainer.signals import exit_on_signals
+from hacrl_exp.trainer.signals import exit_on_signals, say
 
 if __name__ == "__main__":  # first: covers the imports below (a test that imports this module keeps its handlers)
     exit_on_signals("interrupted before training started; nothing was trained")
@@ -31,7 +32,7 @@ from hacrl_exp.config.cli import (  # noqa: E402
     hydra_run_dir,
     parse_arguments,
 )
-from hacrl_exp.config.preflight import CONFIG_DIR  # noqa: E402
+from hacrl_exp.config.preflight import CONFIG_DIR, check_hydra_values  # noqa: E402
 from hacrl_exp.errors import ConfigError, NumericsError, OutputError, RunInterrupted, exit_on_bad_input  # noqa: E402
 from hacrl_exp.paths import check_output, take_follow_flag  # noqa: E402
 from hacrl_exp.tasks.rows import DataError  # noqa: E402
@@ -55,7 +56,7 @@ def hydra_main(cfg: DictConfig) -> dict:
         try:
             summary = train(config, output_dir, on_evaluate=on_evaluate)
         except RunInterrupted as exc:
-            print(exc, file=sys.stderr)
+            say(str(exc))  # the terminal may be gone (SIGHUP): a failed write must not change the exit code
             sys.exit(exc.exit_code)
     if __name__ == "__main__":
         exit_on_signals("interrupted after training ended; its results are written")
@@ -91,6 +92,7 @@ def main(argv: list[str] | None = None) -> int:
             check_config_files(argv)
             check_job_name(argv)  # the name of Hydra's log file
             config = preflight(list(arguments.overrides or []) + config_dirs_of(argv), "config")
+            check_hydra_values(list(arguments.overrides or []))
             if INSPECT_FLAGS.intersection(argv):
                 hydra_main()
                 return 0

@@ -11,13 +11,13 @@ Before that, each training experiment of the store gets two saved views of MLflo
 and "Compare configurations" (agent runs grouped by configuration and agent, in the chart view). It prints one link
 per view, the experiment's Models page and each report; every MLflow link carries `workflowType=machine_learning`,
 so it opens in the "Model training" mode (the bare http://127.0.0.1:N/ opens MLflow 3's GenAI mode). Ctrl-C (or
-SIGTERM) stops both servers.
+SIGTERM, or SIGHUP when its terminal closes) stops both servers.
 
 One line on stderr and exit code 2 when the store URI would open another store than the one typed (a `?`, `#` or
 %-escape: parsed as `python -m hacrl_exp.run` parses tracking.uri), the store does not exist (a sqlite file or a
-folder), --store is already a server, --reports is not a folder, or a port is taken; exit code 1 when the MLflow
-server stops or never answers (its log, `mlflow_<port>.log` in a private `hacrl_ui_*` folder of the temp folder
-that only this user can enter, is named; a clean stop removes it).
+folder), --store is already a server, --reports is not a folder, or a port is outside [1024, 65535] or taken;
+exit code 1 when the MLflow server stops or never answers (its log, `mlflow_<port>.log` in a private `hacrl_ui_*`
+folder of the temp folder that only this user can enter, is named; a clean stop removes it).
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import webbrowser
 from pathlib import Path
 from urllib.parse import urlparse
 
+from hacrl_exp.config.flags import check_port_number
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.paths import private_folder
 from hacrl_exp.repo import REPO_ROOT
@@ -189,8 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(argv)
     uri = args.store or default_uri()
     reports = args.reports if args.reports is not None else (REPORTS if REPORTS.is_dir() else None)
-    reports_port = args.reports_port or args.port + 1
+    reports_port = args.port + 1 if args.reports_port is None else args.reports_port
     with exit_on_bad_input(ConfigError):
+        check_port_number("--port", args.port)  # before binding: 0 would pick a port no link names, 70000 none
+        check_port_number("--reports-port", reports_port)
+        if reports is not None and reports_port == args.port:
+            raise ConfigError(f"--reports-port {reports_port} is --port too; give the reports another port")
         uri = check_store(uri, store_flag(args.store))
         if reports is not None and not reports.is_dir():
             raise ConfigError(f"--reports {reports}: no such folder; pass the folder holding <name>/report.html")
@@ -198,7 +203,8 @@ def main(argv: list[str] | None = None) -> int:
         if reports is not None:
             check_port(reports_port, "--reports-port")
     experiments = training_experiments(uri)
-    signal.signal(signal.SIGTERM, signal.default_int_handler)  # SIGTERM stops both servers as Ctrl-C does
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # stop both servers as Ctrl-C does (SIGHUP: a closed terminal)
+        signal.signal(signum, signal.default_int_handler)
     log_path = private_folder("hacrl_ui_") / f"mlflow_{args.port}.log"  # no one else can plant a symlink there
     server, static, stopped = None, None, False
     try:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
+from hacrl_exp.config.flags import check_threads
 from hacrl_exp.config.preflight import CONFIG_DIR
 from hacrl_exp.config.schema import SEED_MAX, rng
 from hacrl_exp.config.validate import describe_for, typed_config
@@ -118,4 +119,5 @@ def validate_evaluate(cfg: DictConfig | dict) -> EvaluateConfig:
             value = getattr(value, part)
         if value not in allowed:
             raise ConfigError(f"{key}={value!r} is not one of {list(allowed)}")
+    check_threads("threads", config.threads)
     return config

@@ -16,12 +16,12 @@ from hydra.core.config_store import ConfigStore
 from hydra.core.global_hydra import GlobalHydra
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.errors import HydraException, MissingConfigException
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 from yaml import MarkedYAMLError
 
 from hacrl_exp.config.schema import Config
-from hacrl_exp.config.validate import describe
+from hacrl_exp.config.validate import describe, describe_interpolation
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.repo import REPO_ROOT
 
@@ -60,7 +60,11 @@ def group_options(group: str) -> list[str]:
 
 
 def compose_config(
-    overrides: list[str], config_name: str = "config", explain=describe, config_dir: Path | None = CONFIG_DIR
+    overrides: list[str],
+    config_name: str = "config",
+    explain=describe,
+    config_dir: Path | None = CONFIG_DIR,
+    with_hydra: bool = False,
 ) -> DictConfig:
     """The composed config for these overrides, with Hydra's errors turned into one-line ConfigErrors
     (`explain` words an OmegaConf error; the default knows the training schema). `config_dir=None` searches only
@@ -73,7 +77,7 @@ def compose_config(
         else:
             context = initialize_config_dir(config_dir=str(config_dir), version_base="1.3")
         with context:
-            return compose(config_name=config_name, overrides=overrides)
+            return compose(config_name=config_name, overrides=overrides, return_hydra_config=with_hydra)
     except MissingConfigException as exc:
         raise ConfigError(_missing_option(overrides, exc)) from None
     except MarkedYAMLError as exc:  # e.g. a key given twice in a config file: YAML refuses, say where
@@ -85,6 +89,27 @@ def compose_config(
         raise ConfigError(explain(cause) if isinstance(cause, OmegaConfBaseException) else _first_line(exc)) from None
     finally:
         GlobalHydra.instance().clear()
+
+
+def check_hydra_values(overrides: list[str], config_name: str = "config", config_dir: Path | None = CONFIG_DIR) -> None:
+    """The `hydra.*` overrides holding `${...}` resolved against Hydra's own composed config, so that a missing key or
+    environment variable, a cycle or bad grammar there is one ConfigError line before Hydra starts (Hydra prints a
+    traceback of 100+ lines and exits 1). `${hydra:...}` exists only while Hydra runs a job: not checked."""
+    given = {}
+    for item in overrides:
+        key, _, value = item.lstrip("+~").partition("=")
+        if key.startswith("hydra.") and "${" in value and "${hydra:" not in value:
+            given[key] = value
+    if not given:
+        return
+    keys = [o.lstrip("+~") for o in overrides]
+    own = [o for o, k in zip(overrides, keys) if k.startswith("hydra.") and not k.startswith(HYDRA_KEYS_CHECKED)]
+    cfg = compose_config(first_choices(overrides) + own, config_name, config_dir=config_dir, with_hydra=True)
+    for key, value in given.items():
+        try:
+            OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+        except OmegaConfBaseException as exc:
+            raise ConfigError(f"{key}={value}: {describe_interpolation(exc) or _first_line(exc)}") from None
 
 
 def _refuse_old_sweeps_group(overrides: list[str]) -> None:

@@ -18,7 +18,15 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import ConfigAttributeError, ConfigKeyError, OmegaConfBaseException
+from omegaconf.errors import (
+    ConfigAttributeError,
+    ConfigKeyError,
+    GrammarParseError,
+    InterpolationKeyError,
+    InterpolationResolutionError,
+    InterpolationValidationError,
+    OmegaConfBaseException,
+)
 
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
@@ -81,7 +89,10 @@ def typed_config(cfg: DictConfig | dict, schema: type, what: str = "a config key
 
     Errors are one-line ConfigErrors from `describe(exc, schema, what)`.
     """
-    raw = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    try:
+        raw = OmegaConf.to_container(cfg, resolve=True) if isinstance(cfg, DictConfig) else dict(cfg)
+    except OmegaConfBaseException as exc:  # an interpolation: a missing key or variable, a cycle, bad grammar
+        raise ConfigError(describe(exc, schema, what)) from None
     raw.pop("hydra", None)
     try:
         config = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(schema), raw))
@@ -94,6 +105,9 @@ def typed_config(cfg: DictConfig | dict, schema: type, what: str = "a config key
 def describe(exc: OmegaConfBaseException, schema: type = Config, what: str = "a config key") -> str:
     """One line naming the key: unknown keys get a did-you-mean from `schema` (the training Config by default)."""
     key = getattr(exc, "full_key", "") or ""
+    interpolation = describe_interpolation(exc)
+    if interpolation:
+        return f"{key}: {interpolation}" if key else interpolation
     if isinstance(exc, (ConfigKeyError, ConfigAttributeError)) and key:
         parent, _, leaf = key.rpartition(".")
         if typing.get_origin(_node_at(parent, schema)) is dict:  # a free-form table (extra, alpha_from, tags)
@@ -109,6 +123,26 @@ def describe(exc: OmegaConfBaseException, schema: type = Config, what: str = "a 
     if spec:  # e.g. a word where a number goes: say which numbers would do
         message += f"; allowed {range_text(spec)}"
     return f"{key}: {message}" if key else message
+
+
+ENV_VARIABLE = re.compile(r"Environment variable '([^']*)' not found")
+
+
+def describe_interpolation(exc: BaseException) -> str | None:
+    """What is wrong with a `${...}` and the fix, in one line (without the key), or None for another error."""
+    first = (str(getattr(exc, "msg", None) or exc).strip().splitlines() or [""])[0].strip()
+    if isinstance(exc, GrammarParseError):
+        return f"cannot parse the interpolation ({first}); write it as ${{other.key}} or ${{oc.env:NAME}}"
+    if isinstance(exc, InterpolationKeyError):
+        return f"{first.rstrip('.')}; point the interpolation at an existing key, or give a value"
+    if isinstance(exc, InterpolationResolutionError) and "Recursive interpolation" in first:
+        return "the interpolation refers back to itself (a cycle of ${...}); give one of the keys a value"
+    if isinstance(exc, InterpolationResolutionError) and (env := ENV_VARIABLE.search(first)):
+        name = env.group(1)
+        return f"environment variable {name} is not set; export it, or give a default: ${{oc.env:{name},<default>}}"
+    if isinstance(exc, (InterpolationResolutionError, InterpolationValidationError)):
+        return f"the interpolation cannot be resolved ({first})"
+    return None
 
 
 def describe_for(schema: type, what: str):

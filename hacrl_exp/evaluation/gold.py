@@ -26,6 +26,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from hacrl_exp.config.flags import MAX_WORKERS, check_number
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.evaluation.data import load_problems
 from hacrl_exp.evaluation.markdown import markdown_table, shorten
@@ -245,8 +246,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None, help="also write the agreements to this JSON file")
     args = parser.parse_args(argv)
     with exit_on_bad_input(ConfigError, DataError):
-        if args.limit is not None and args.limit < 1:
-            raise ConfigError(f"--limit={args.limit} must be >= 1")
+        check_number("--limit", args.limit, 1, 10_000_000)
+        check_number("--workers", args.workers, 1, MAX_WORKERS)
+        check_number("--timeout", args.timeout, 0.1, 600)
+        check_number("--show", args.show, 0, 1_000_000)
         agreements = run(args)
     failed = [r.benchmark for r in agreements if not r.passed]
     if failed:

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import yaml
 
+from hacrl_exp.config.flags import check_number
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.evaluation.spec import BenchmarkSpec, known_benchmarks, load_benchmark
 from hacrl_exp.rewards import normalize_gold
@@ -174,8 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     with exit_on_bad_input(ConfigError):
         if not args.data_dir:
             raise ConfigError("--data-dir is required (or set HACRL_DATA_DIR): the folder of the benchmark JSONL files")
-        if args.max_gen_toks is not None and args.max_gen_toks < 1:
-            raise ConfigError(f"--max-gen-toks={args.max_gen_toks} must be >= 1 (or leave it out)")
+        check_number("--max-gen-toks", args.max_gen_toks, 1, 1 << 20)
         caps = [args.max_gen_toks, model_gen_budget(args.model) if args.model else None]
         cap = min((c for c in caps if c is not None), default=None)
         for path in export(Path(args.out), args.data_dir, args.benchmarks, args.relative, cap):

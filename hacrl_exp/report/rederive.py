@@ -26,6 +26,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from hacrl_exp.config.flags import check_number
+from hacrl_exp.config.schema import SEED_MAX
 from hacrl_exp.errors import ConfigError, OutputError, exit_on_bad_input
 from hacrl_exp.evaluation.markdown import markdown_table
 from hacrl_exp.paths import replace_atomic
@@ -278,6 +280,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m hacrl_exp.report.rederive " + " ".join(str(f) for f in args.folders)
     command += " --note '<the paragraph below>'" * bool(args.note) + " --write" * args.write
     with exit_on_bad_input(ConfigError, OutputError):
+        check_number("--power-draws", args.power_draws, 0, 100_000)  # as the report's config: report_schema
+        check_number("--seed", args.seed, 0, SEED_MAX)
         for folder in args.folders:
             frame, hypotheses = read_comparisons(folder)
             found = rederive(frame, power_draws=args.power_draws, seed=args.seed)

@@ -36,7 +36,8 @@ def _worker_main(conn, memory_limit_mb: int | None) -> None:
     """Worker loop: receive (job, answer, gold), reply (job, reason, restart). `None` or a closed pipe ends it."""
     import signal
 
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle; it closes us
+    for signum in (signal.SIGINT, signal.SIGHUP):  # Ctrl-C, a closed terminal: the parent's to handle
+        signal.signal(signum, signal.SIG_IGN)
     if memory_limit_mb:
         try:
             import resource

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 import optuna
 
+from hacrl_exp.config.flags import check_number
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.paths import check_name, check_output
 
@@ -22,6 +23,10 @@ PRUNERS = ("none", "median", "percentile", "threshold")
 DIRECTIONS = ("maximize", "minimize")
 STUDY_NAME = re.compile(r"^[A-Za-z0-9_.\-]+$")
 KEY = "hydra.sweeper"
+ALPHA_MAX = 100.0
+"""The largest α a trial may draw: algorithm.alpha's upper bound."""
+COUNTS = {"n_trials": (1, 100_000), "n_jobs": (1, 1024), "max_failures": (1, 100_000)}
+"""The range of each count of `hydra.sweeper` (n_jobs: trials launched at once, each a training job)."""
 
 
 @dataclass(frozen=True)
@@ -92,16 +97,15 @@ def parse_settings(raw: Mapping[str, Any], sweep_dir: Path) -> SweepSettings:
     if not STUDY_NAME.match(name):
         raise ConfigError(f"{KEY}.study_name={name!r} may hold only letters, digits, '_', '.' and '-'")
     check_name(name, f"{KEY}.study_name")  # names best_alpha/<study>.yaml: not '.', '..' or hidden
-    for key in ("n_trials", "n_jobs", "max_failures"):
-        if int(raw[key]) < 1:
-            raise ConfigError(f"{KEY}.{key}={raw[key]} must be >= 1")
+    for key, (low, high) in COUNTS.items():
+        check_number(f"{KEY}.{key}", _integer(raw, key), low, high)
     if raw["direction"] not in DIRECTIONS:
         raise ConfigError(f"{KEY}.direction={raw['direction']!r} is not one of {list(DIRECTIONS)}")
     sampler, pruner = dict(raw["sampler"]), dict(raw["pruner"])
     if sampler["name"] not in SAMPLERS:
         raise ConfigError(f"{KEY}.sampler.name={sampler['name']!r} is not one of {list(SAMPLERS)}")
-    if int(sampler["n_startup_trials"]) < 0:
-        raise ConfigError(f"{KEY}.sampler.n_startup_trials={sampler['n_startup_trials']} must be >= 0")
+    check_number(f"{KEY}.sampler.n_startup_trials", _integer(sampler, "n_startup_trials", "sampler."), 0, 100_000)
+    check_number(f"{KEY}.sampler.seed", _integer(sampler, "seed", "sampler."), 0, 2**32 - 1)
     make_pruner(pruner)
     if raw["output_dir"]:  # a symlink only with --follow-symlinks, writable, not a file (best_alpha/ goes there)
         check_output(raw["output_dir"], f"{KEY}.output_dir")
@@ -131,9 +135,22 @@ def _storage(given: str | None, output_dir: Path) -> str:
     return check_database_url(given, f"{KEY}.storage={given}") if given else f"sqlite:///{output_dir / 'optuna.db'}"
 
 
+def _integer(raw: Mapping[str, Any], key: str, prefix: str = "") -> int:
+    """raw[key] as an int; a ConfigError naming `hydra.sweeper.<prefix><key>` when it is not a whole number."""
+    value = raw[key]
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"{KEY}.{prefix}{key}={value!r} is not an integer")
+    return value
+
+
 def _alpha_space(raw: dict) -> AlphaSpace:
     choices = tuple(float(c) for c in raw.get("choices") or ())
     low, high, log = float(raw["low"]), float(raw["high"]), bool(raw["log"])
+    for i, choice in enumerate(choices):
+        check_number(f"{KEY}.alpha.choices[{i}]", choice, 0, ALPHA_MAX)
+    if not choices:
+        check_number(f"{KEY}.alpha.low", low, 0, ALPHA_MAX)
+        check_number(f"{KEY}.alpha.high", high, 0, ALPHA_MAX)
     if choices:
         if min(choices) < 0 or len(set(choices)) != len(choices):
             raise ConfigError(f"{KEY}.alpha.choices={list(choices)} must be distinct values >= 0")

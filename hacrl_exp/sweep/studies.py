@@ -24,7 +24,7 @@ from optuna.trial import FrozenTrial, TrialState
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.evaluation.separation import Separation, effective_problems, separate_best
 from hacrl_exp.graph import Edge
-from hacrl_exp.paths import replace_atomic
+from hacrl_exp.paths import lock_holder, locked, replace_atomic, take_lock
 from hacrl_exp.sweep.settings import SweepSettings, make_pruner
 
 FINISHED = (TrialState.COMPLETE, TrialState.PRUNED)
@@ -48,12 +48,43 @@ def trial_id(storage: optuna.storages.BaseStorage, study_name: str, number: int)
     return storage.get_trial_id_from_study_id_trial_number(storage.get_study_id_from_name(study_name), number)
 
 
+def sqlite_file(url: str) -> Path | None:
+    """The database file of a sqlite storage URL, else None."""
+    return Path(url.removeprefix("sqlite:///")).absolute() if url.startswith("sqlite:///") else None
+
+
 @functools.cache
 def storage_for(url: str) -> optuna.storages.BaseStorage:
-    """One storage object per URL and process (the sweeper and an in-process job share it)."""
-    if url.startswith("sqlite:///"):
-        Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-    return optuna.storages.get_storage(url)
+    """One storage object per URL and process (the sweeper and an in-process job share it). A new sqlite storage is
+    created (its schema migrated) under `<db>.lock`, so two processes never migrate it at once."""
+    db = sqlite_file(url)
+    if db is None:
+        return optuna.storages.get_storage(url)
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with locked(db.with_name(db.name + ".lock")):
+        return optuna.storages.get_storage(url)
+
+
+def study_lock_path(settings: SweepSettings) -> Path:
+    """The lock file of a study: beside its sqlite storage (`<db>.<study>.lock`), else in the sweep's output folder
+    (a server storage: then only sweeps on this machine see it)."""
+    db = sqlite_file(settings.storage)
+    folder, prefix = (db.parent, f"{db.name}.") if db is not None else (settings.output_dir, "")
+    return folder / f"{prefix}{settings.study_name}.lock"
+
+
+def lock_study(settings: SweepSettings) -> int:
+    """Take the study's lock for this process (one sweep per study at a time: a second would take the first's live
+    trials for a killed sweep's); a ConfigError naming the study and the holder's pid when another process has it.
+    Returns the descriptor to close when the sweep ends (the kernel drops the lock if the process dies)."""
+    path = study_lock_path(settings)
+    fd = take_lock(path)
+    if fd is None:
+        raise ConfigError(
+            f"study {settings.study_name} ({settings.storage}) is being run by process {lock_holder(path)} "
+            f"(it holds {path}); wait for it to end, or give another hydra.sweeper.study_name"
+        )
+    return fd
 
 
 @dataclass
@@ -97,7 +128,8 @@ class EdgeStudies:
             self.studies[edge] = study
 
     def fail_stale(self) -> list[tuple[str, int]]:
-        """Mark FAIL every trial left RUNNING: its sweep process was killed (one sweeper per study at a time).
+        """Mark FAIL every trial left RUNNING: its sweep process was killed (one sweeper per study at a time: the caller
+        holds the study's lock, `lock_study`, so no live sweep owns a RUNNING trial).
         They are tagged interrupted=True, so the next trial reuses their sampler seed, hence their α.
         Returns (edge study name, trial number) of each."""
         failed = []

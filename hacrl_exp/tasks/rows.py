@@ -2,7 +2,8 @@
 
 A bad row is a line that is not UTF-8, not JSON or not a JSON object, a blank line between rows, a row holding
 text that cannot be encoded as UTF-8 (a lone surrogate escape such as \\ud800) or a non-finite number (NaN,
-Infinity, 1e400), a row whose required field is missing or empty, or a row whose id repeats an earlier one. The
+Infinity, 1e400), a row whose required field is missing or empty, a row or field over its size limit (below), or
+a row whose id repeats an earlier one. The
 policy (`task.bad_rows`) says what happens to it:
 
   error  loading stops with a `DataError` naming file:line, what is wrong and the fix (the default);
@@ -11,6 +12,11 @@ policy (`task.bad_rows`) says what happens to it:
 
 Blank lines after the last row are not rows (an editor's trailing newline loses nothing). A file without a single
 usable row is an error under both policies.
+
+Size limits (`RowLimits`): a row (one line, in bytes) is at most 1 MiB and a text field at most 256 Ki characters;
+`HACRL_MAX_ROW_BYTES` / `HACRL_MAX_FIELD_CHARS` raise them (`python -m hacrl_exp.grade`: `--max-row-bytes`). A line
+is read at most up to its limit, so a 240 MB `problem` costs 1 MiB, not the gigabytes its parsing and tokenising
+would: the row is bad (`row_too_large`, `field_too_large`), named by file, line and field.
 """
 
 from __future__ import annotations
@@ -18,22 +24,32 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
+import re
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
+
+from hacrl_exp.errors import ConfigError
 
 log = logging.getLogger(__name__)
 
 BAD_ROW_POLICIES = ("error", "skip")
 T = TypeVar("T")
+MIB = 1 << 20
+ROW_BYTES_ENV, FIELD_CHARS_ENV = "HACRL_MAX_ROW_BYTES", "HACRL_MAX_FIELD_CHARS"
+LIMIT_RANGE = (1024, 1 << 30)
+"""What either limit may be set to: 1 KiB to 1 GiB (a row above 1 GiB is what the limit exists to refuse)."""
+_KEY = re.compile(rb'"((?:[^"\\]|\\.){1,200})"\s*:')
 
 
 class DataError(ValueError):
     """A bad data file or row. The message names the file, the 1-based line number, and the fix.
 
     reason: a short tag (not_utf8, invalid_json, not_an_object, empty_row, missing_field, empty_field, duplicate_id,
-    no_rows, ...) by which skipped rows are counted.
+    row_too_large, field_too_large, no_rows, ...) by which skipped rows are counted.
     """
 
     def __init__(self, message: str, reason: str = "bad_data") -> None:
@@ -41,12 +57,72 @@ class DataError(ValueError):
         self.reason = reason
 
 
-def jsonl_records(path: Path) -> Iterator[tuple[int, dict | DataError]]:
-    """(1-based line, row or the DataError describing it) for each line of a JSONL file but trailing blank ones."""
+@dataclass(frozen=True)
+class RowLimits:
+    """The size limits of a data row: `row_bytes` per line (its newline not counted), `field_chars` per text value.
+    `row_flag` / `field_flag`: what raises each, named in the error."""
+
+    row_bytes: int = MIB
+    field_chars: int = 256 * 1024
+    row_flag: str = f"{ROW_BYTES_ENV}=<bytes>"
+    field_flag: str = f"{FIELD_CHARS_ENV}=<characters>"
+
+    @classmethod
+    def from_env(cls) -> RowLimits:
+        """The defaults, or what $HACRL_MAX_ROW_BYTES / $HACRL_MAX_FIELD_CHARS set (a ConfigError when either is not
+        an integer in LIMIT_RANGE)."""
+        return cls(_env_limit(ROW_BYTES_ENV, cls.row_bytes), _env_limit(FIELD_CHARS_ENV, cls.field_chars))
+
+
+def _env_limit(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    low, high = LIMIT_RANGE
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ConfigError(f"{name}={raw!r} is not an integer in [{low}, {high}]; unset it for the default {default}")
+    return int(raw)
+
+
+def bounded_lines(f, limit: int) -> Iterator[tuple[bytes, bool]]:
+    """(line, whole) for each line of binary file `f`, reading at most `limit` + 1 bytes of any line: a longer line
+    comes back cut to that (whole=False) and the rest of it is skipped unread into memory."""
+    while True:
+        raw = f.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) <= limit or raw.endswith(b"\n"):
+            yield raw, True
+            continue
+        yield raw, False
+        while (rest := f.readline(MIB)) and not rest.endswith(b"\n"):
+            pass
+
+
+def _row_too_large(where: str, start: bytes, limits: RowLimits) -> DataError:
+    keys = _KEY.findall(start)
+    inside = f" (still inside field {keys[-1].decode('utf-8', 'replace')!r} at the limit)" if keys else ""
+    return DataError(
+        f"{where}: the row is over {limits.row_bytes:,} bytes{inside}. Shorten or drop it, or raise the limit "
+        f"with {limits.row_flag}.",
+        "row_too_large",
+    )
+
+
+def jsonl_records(path: Path, limits: RowLimits | None = None) -> Iterator[tuple[int, dict | DataError]]:
+    """(1-based line, row or the DataError describing it) for each line of a JSONL file but trailing blank ones.
+    A line over `limits` (default `RowLimits.from_env()`) is not read whole: its DataError names the field."""
+    limits = limits or RowLimits.from_env()
     blank: list[int] = []
     with open(path, "rb") as f:  # bytes: decode per line, so one bad byte names its line
-        for lineno, raw in enumerate(f, 1):
+        for lineno, (raw, whole) in enumerate(bounded_lines(f, limits.row_bytes), 1):
             where = f"{path}:{lineno}"
+            if not whole:
+                for empty in blank:
+                    yield empty, DataError(f"{path}:{empty}: an empty line between rows.", "empty_row")
+                blank = []
+                yield lineno, _row_too_large(where, raw, limits)
+                continue
             try:
                 line = raw.decode("utf-8").lstrip("\ufeff") if lineno == 1 else raw.decode("utf-8")
             except UnicodeDecodeError as e:
@@ -66,7 +142,7 @@ def jsonl_records(path: Path) -> Iterator[tuple[int, dict | DataError]]:
             except DataError as e:
                 yield lineno, DataError(f"{where}: {e}", e.reason)
                 continue
-            problem = _bad_value(row)
+            problem = _bad_value(row) or _long_value(row, limits)
             if problem is not None:
                 yield lineno, DataError(f"{where}: {problem[0]}", problem[1])
             elif not isinstance(row, dict):
@@ -103,6 +179,22 @@ def _bad_value(value: Any, key: str = "") -> tuple[str, str] | None:
                 return found
     elif isinstance(value, list):
         return next((found for v in value if (found := _bad_value(v, key))), None)
+    return None
+
+
+def _long_value(value: Any, limits: RowLimits, key: str = "") -> tuple[str, str] | None:
+    """(what is wrong, reason) for the first text in a parsed row longer than `limits.field_chars`, else None."""
+    if isinstance(value, str) and len(value) > limits.field_chars:
+        where = f"field {key!r}" if key else "a text value"
+        return (
+            f"{where} holds {len(value):,} characters, over the limit of {limits.field_chars:,}. Shorten or drop "
+            f"it, or raise the limit with {limits.field_flag}.",
+            "field_too_large",
+        )
+    if isinstance(value, dict):
+        return next((found for k, v in value.items() if (found := _long_value(v, limits, str(k)))), None)
+    if isinstance(value, list):
+        return next((found for v in value if (found := _long_value(v, limits, key))), None)
     return None
 
 

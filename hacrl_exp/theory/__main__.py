@@ -8,6 +8,9 @@ import time
 
 from rich.console import Console
 
+from hacrl_exp.config.flags import check_number
+from hacrl_exp.config.schema import SEED_MAX
+from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.theory import run_checks
 from hacrl_exp.theory.results import render, render_summary
 
@@ -27,6 +30,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    with exit_on_bad_input(ConfigError):
+        check_number("--seed", args.seed, 0, SEED_MAX)
     console = Console(width=None if sys.stdout.isatty() else PIPE_WIDTH)
     start = time.perf_counter()
     results = run_checks(seed=args.seed, quick=args.quick)

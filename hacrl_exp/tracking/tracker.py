@@ -15,6 +15,7 @@ store answers again, or replayed from metrics.jsonl at resume. No metric is lost
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
@@ -28,9 +29,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 from hacrl_exp.config.schema import TrackingConfig
 from hacrl_exp.faults import crash_point
+from hacrl_exp.paths import locked
 from hacrl_exp.tracking.masking import is_secret, mask_tags, mask_text, mask_tree
 from hacrl_exp.tracking.names import EXPERIMENT_KIND, EXPERIMENT_NOTE, agent_run_name, model_name
-from hacrl_exp.tracking.store import experiment_id_and_tags, quiet_mlflow_logging, store_location
+from hacrl_exp.tracking.store import StoreLocation, experiment_id_and_tags, quiet_mlflow_logging, store_location
 from hacrl_exp.tracking.views import runs_link, write_views
 
 log = logging.getLogger(__name__)
@@ -375,18 +377,31 @@ def open_experiment(client, name: str, agents: list[str]) -> str:
 def create_stores(configs) -> None:
     """Create the MLflow stores of these (job) configs, and their experiments, before jobs start side by side: two
     processes creating the same new sqlite store at once break MLflow's schema migration (seen: 'duplicate column
-    name: step'), and two creating one experiment at once fail on its unique name."""
+    name: step'), and two creating one experiment at once fail on its unique name. Two processes (two sweeps started
+    together) take turns: a lock file beside a sqlite or file store (`<store>.lock`) is held while each creates."""
     experiments: dict[tuple[str, str], list[str]] = {}
+    locations = {}
     for config in configs:
         if config.tracking.backend == "mlflow":
-            agents = experiments.setdefault((store_location(config.tracking).uri, config.tracking.experiment), [])
+            location = store_location(config.tracking)
+            locations[location.uri] = location
+            agents = experiments.setdefault((location.uri, config.tracking.experiment), [])
             agents += [a for a in config.agents.members if a not in agents]
     if experiments:
         from mlflow.tracking import MlflowClient
 
         quiet_mlflow_logging()
         for (uri, name), agents in sorted(experiments.items()):
-            open_experiment(MlflowClient(uri), name, agents)
+            with creation_lock(locations[uri]):
+                open_experiment(MlflowClient(uri), name, agents)
+
+
+def creation_lock(location: StoreLocation):
+    """The lock that makes processes create (and migrate) one local store in turn: `<db or folder>.lock` beside it;
+    nothing for a server (it serialises its own writes) or an in-memory store."""
+    if location.path is None:
+        return contextlib.nullcontext()
+    return locked(location.path.with_name(location.path.name + ".lock"))
 
 
 def close_running_runs(

@@ -27,6 +27,10 @@ from hacrl_exp.config.schema import AgentConfig, Config
 from hacrl_exp.errors import ConfigError
 
 BYTES_PER_TOKEN_ROW = 24  # a rollout token kept for the step: id (8), old and new log-prob (4 + 4), masks, text
+DATA_COPIES = 3
+"""The training task holds its rows about 3 times over: the parsed row (its fields), the prompt built from the problem,
+and the row's other fields kept as meta; a low estimate (Python's string headers and the tokenised prompts not
+counted), like the rest of the check."""
 
 
 def agent_memory(config: Config, name: str, agent: AgentConfig) -> AgentMemory:
@@ -55,17 +59,43 @@ def step_bytes(config: Config, agent: AgentConfig) -> int:
     return rows * tokens * BYTES_PER_TOKEN_ROW * len(config.agents.members)
 
 
+def data_files(config: Config) -> dict[str, int]:
+    """{`task.<key>=<file>`: bytes} of the local JSONL files a math task will read (none for a generated task, or
+    for data the hub serves: its size is not known before it downloads)."""
+    if config.task.name != "math":
+        return {}
+    from hacrl_exp.tasks.problem_data import resolve_data_path
+
+    found = {}
+    for key in ("train_file", "eval_file"):
+        name = getattr(config.task, key)
+        try:
+            path = resolve_data_path(name, config.task.data_dir, key="task.data_dir")
+        except (FileNotFoundError, ConfigError):  # reported, with its fix, when the task is built
+            continue
+        found[f"task.{key}={name}"] = path.stat().st_size
+    return found
+
+
 def check_memory(config: Config, available: int | None = None) -> None:
-    """Refuse a config whose models or step rows need more than the machine's available memory (RAM; the estimate
-    is compared with RAM for GPU runs too, where it is a lower bound of the host's share), then a GPU placement
-    that cannot fit (`check_placement`)."""
+    """Refuse a config whose models, step rows or data rows need more than the machine's available memory (RAM; the
+    estimate is compared with RAM for GPU runs too, where it is a lower bound of the host's share), then a GPU
+    placement that cannot fit (`check_placement`)."""
     available = psutil.virtual_memory().available if available is None else available
     members = config.agents.members
     models = {name: model_bytes(config, name, agent) for name, agent in members.items()}
     steps = sum(step_bytes(config, agent) for agent in members.values())
-    total = sum(models.values()) + steps
+    files = data_files(config)
+    data = DATA_COPIES * sum(files.values())
+    total = sum(models.values()) + steps + data
     if total > available:
         have = f"this machine has {available / GIB:.1f} GiB available"
+        if data >= max(steps, *models.values()):
+            key = max(files, key=files.get)
+            raise ConfigError(
+                f"{key}: the task's data rows take about {data / GIB:.1f} GiB once loaded ({DATA_COPIES} × "
+                f"{sum(files.values()):,} bytes of JSONL) with the models and rollouts, {have}; use a smaller file"
+            )
         biggest = max(models, key=models.get)
         if models[biggest] >= steps:
             key = f"agents.members.{biggest}.model.hidden_size={members[biggest].model.hidden_size}"

@@ -1,4 +1,4 @@
-"""SIGINT / SIGTERM, handled in one place.
+"""SIGINT / SIGTERM / SIGHUP, handled in one place. SIGHUP (the terminal closed) is handled as SIGTERM, exit 129.
 
 - Outside training (`exit_on_signals`: `python -m hacrl_exp.run` installs it on its first line, so it covers the
   imports, the checks and Hydra's start): a signal exits at once with 130 / 143 and one line, no traceback. No MLflow
@@ -9,6 +9,9 @@
   inside a library callback where a raised exception would be swallowed (seen: sqlalchemy's garbage-collection hooks
   during model logging). The last checkpoint stays valid (checkpoints are atomic); the child processes (grader
   workers, a private Ray) are terminated; the MLflow runs stay RUNNING until a resume closes them.
+- A closed terminal: the lines of a stop cannot be written there (EIO; a closed pipe: EPIPE). `say` then points the
+  process's stdout and stderr at /dev/null, so that the rest of the stop (the step, the checkpoint, closing the
+  MLflow runs) is not ended by a failed write, and the exit code stays 128 + the signal.
 - `held()`: a few renames that must not be cut in two (publishing a checkpoint: its folder, then `latest`). A second
   signal inside waits for the block's end, milliseconds, then exits as above. (A kill -9 there still can cut them;
   `find_checkpoint` reads such a run.)
@@ -24,15 +27,32 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-SIGNALS = (signal.SIGINT, signal.SIGTERM)
+SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 _held = {"depth": 0, "exit": None}  # inside `held()`: how deep, and the (signum, line) of a stop that waits for its end
+
+
+def say(line: str) -> None:
+    """Write `line` to stderr; when that fails (a closed terminal or pipe), send stdout and stderr to /dev/null so the
+    process's later writes succeed and it ends with its own exit code."""
+    try:
+        sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+    except (OSError, ValueError):  # ValueError: stderr closed
+        detach_output()
+
+
+def detach_output() -> None:
+    """Point file descriptors 1 and 2 at /dev/null (what `nohup` would have done): the terminal is gone."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        os.dup2(null, fd)
+    os.close(null)
 
 
 def exit_now(signum: int, line: str) -> None:
     """Print `line`, terminate this process's children, and exit with 128 + signum without unwinding."""
     try:
-        sys.stderr.write(line + "\n")
-        sys.stderr.flush()
+        say(line)
         import psutil
 
         for child in psutil.Process().children(recursive=True):
@@ -56,15 +76,15 @@ def held() -> Iterator[None]:
 
 
 def exit_on_signals(line: str) -> None:
-    """SIGINT / SIGTERM exit at once with 130 / 143 and `line` (outside training: nothing to save)."""
+    """SIGINT / SIGTERM / SIGHUP exit at once with 130 / 143 / 129 and `line` (outside training: nothing to save)."""
     if threading.current_thread() is threading.main_thread():
         for signum in SIGNALS:
             signal.signal(signum, lambda number, frame: exit_now(number, line))
 
 
 class StopRequests:
-    """Context manager: while active, the first SIGINT / SIGTERM sets `signum` for the loop to read; a second exits
-    at once. output_dir: the run folder named in the line a second signal prints."""
+    """Context manager: while active, the first SIGINT / SIGTERM / SIGHUP sets `signum` for the loop to read; a second
+    exits at once. output_dir: the run folder named in the line a second signal prints."""
 
     def __init__(self, output_dir: Path | None = None) -> None:
         self.signum: int | None = None
@@ -80,11 +100,7 @@ class StopRequests:
             exit_now(signum, line)
         self.signum = signum
         name = signal.Signals(signum).name
-        print(
-            f"{name}: finishing this step and writing a checkpoint; Ctrl-C again to stop at once",
-            file=sys.stderr,
-            flush=True,
-        )
+        say(f"{name}: finishing this step and writing a checkpoint; Ctrl-C again to stop at once")
 
     @property
     def exit_code(self) -> int:

@@ -14,6 +14,7 @@ import re
 from omegaconf import DictConfig
 
 from hacrl_exp.algo import ALGORITHMS
+from hacrl_exp.config.flags import check_threads
 from hacrl_exp.config.preflight import compose_config, first_choices
 from hacrl_exp.config.schema import Config
 from hacrl_exp.config.validate import check_choice, validate_schema
@@ -50,6 +51,9 @@ def check_registries(config: Config) -> Config:
             f"match. Drop the override or use task=math"
         )
     _check_graph(config)
+    if config.executor.backend == "local":  # a Ray actor's threads run on its node, whose cores are not known here
+        check_threads("trainer.threads", config.trainer.threads)
+    check_threads("rehearsal.threads", config.rehearsal.threads)
     if config.trainer.eval_benchmarks:
         known = known_benchmarks()
         for name in config.trainer.eval_benchmarks:

@@ -7,11 +7,16 @@ the configured Hydra launcher, and tells each study its learner's final held-out
 command resumes: trials left RUNNING by a killed sweep are marked FAIL, and the sweep runs until every edge
 study holds n_trials COMPLETE or PRUNED trials in total. After every trial the best α per edge is written to
 `<output_dir>/best_alpha/<study_name>.yaml`, a config group option a later run includes.
+
+One process runs a study at a time: it holds `<optuna.db>.<study_name>.lock` (a `flock`, dropped by the kernel when
+the process ends, however it ends), and a second process on the same study exits with one line naming the study and
+the holder's pid (exit code 2), before it touches a trial or an MLflow run.
 """
 
 # no `from __future__ import annotations`: Hydra execs plugin modules outside sys.modules, where dataclasses
 # cannot resolve string annotations
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, List, Optional  # noqa: UP035 - omegaconf 2.3 reads typing generics
@@ -87,11 +92,22 @@ class HacrlOptunaSweeper(Sweeper):
     def sweep(self, arguments: list[str]) -> list:
         from hacrl_exp.errors import ConfigError, exit_on_bad_input
         from hacrl_exp.sweep.settings import parse_settings
-        from hacrl_exp.sweep.studies import EdgeStudies
+        from hacrl_exp.sweep.studies import lock_study
 
         assert self.config is not None and self.launcher is not None
         with exit_on_bad_input(ConfigError):
             settings = parse_settings(self.raw, Path(self.config.hydra.sweep.dir))
+            lock = lock_study(settings)  # one process per study: a second is refused, naming the first's pid
+        try:
+            return self._sweep(settings, arguments)
+        finally:
+            os.close(lock)
+
+    def _sweep(self, settings, arguments: list[str]) -> list:
+        from hacrl_exp.errors import ConfigError, exit_on_bad_input
+        from hacrl_exp.sweep.studies import EdgeStudies
+
+        with exit_on_bad_input(ConfigError):
             studies = EdgeStudies(settings, self._edges(arguments))
             stale = studies.fail_stale()
             for name, number in stale:
