@@ -5,7 +5,6 @@ Composition errors and bad values become one ConfigError line naming the key, as
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 
 from hydra.core.config_store import ConfigStore
@@ -94,20 +93,6 @@ def report_name(config: ReportConfig) -> str:
     return check_name(*name_setting(config))
 
 
-def store_uri(config: ReportConfig) -> str:
-    """The store's URI, parsed as `python -m hacrl_exp.run` parses tracking.uri (`tracking.store.parse_store_uri`:
-    a `?` or `#` that would make MLflow open another store is refused), naming the setting it came from."""
-    from hacrl_exp.tracking.store import default_uri, parse_store_uri
-
-    if config.uri:
-        source = f"uri={config.uri}"
-    elif os.environ.get("MLFLOW_TRACKING_URI"):
-        source = f"MLFLOW_TRACKING_URI={os.environ['MLFLOW_TRACKING_URI']}"
-    else:
-        source = f"the default store {default_uri()} (uri unset)"
-    return parse_store_uri(config.uri or default_uri(), source).uri
-
-
 def compose_report(overrides: list[str]) -> DictConfig:
     """conf/report.yaml composed with command-line overrides; Hydra's errors become one-line ConfigErrors."""
     from hacrl_exp.config.preflight import compose_config, first_choices
@@ -119,10 +104,6 @@ def validate_report(cfg: DictConfig | dict) -> ReportConfig:
     """Typed, range-checked ReportConfig."""
     config: ReportConfig = typed_config(cfg, ReportConfig, REPORT_KEY)
     report_name(config)  # the folder name, whichever setting it comes from, is one plain name
-    if config.studies.storage:  # read with sqlalchemy: a `?` in a sqlite URL would open another database
-        from hacrl_exp.tracking.store import check_database_url
-
-        check_database_url(config.studies.storage, f"studies.storage={config.studies.storage}")
     for value, reason in (("equivalence_margin", "margin_reason"), ("hypothesised_effect", "effect_reason")):
         if getattr(config, value) is not None and not (getattr(config, reason) or "").strip():
             raise ConfigError(

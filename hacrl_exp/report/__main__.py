@@ -16,10 +16,11 @@ from omegaconf import DictConfig
 
 from hacrl_exp.config.cli import check_config_files, check_job_name, hydra_argv, overrides_of
 from hacrl_exp.config.preflight import CONFIG_DIR, check_hydra_values
-from hacrl_exp.config.report_schema import compose_report, store_uri, validate_report
+from hacrl_exp.config.report_schema import compose_report, validate_report
 from hacrl_exp.errors import ConfigError, OutputError, exit_on_bad_input
 from hacrl_exp.paths import take_follow_flag
 from hacrl_exp.report.folder import check_target
+from hacrl_exp.report.load import check_studies_storage, store_uri
 
 
 @hydra.main(version_base="1.3", config_path=str(CONFIG_DIR), config_name="report")
@@ -48,7 +49,8 @@ def main(argv: list[str] | None = None) -> int:
             check_job_name(argv)  # the name of Hydra's log file
             config = validate_report(compose_report(overrides_of(argv)))
             check_hydra_values(overrides_of(argv), "report")
-            store_uri(config)  # before any run is read: the store, then the folder the report goes to
+            store_uri(config)  # before any run is read: the store, the studies' storage, then the folder
+            check_studies_storage(config)
             check_target(config)
         hydra_main()
     return 0

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hacrl_exp.config.report_schema import ReportConfig, report_name, store_uri
+from hacrl_exp.config.report_schema import ReportConfig, report_name
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.report import plots, render, sections, tables
 from hacrl_exp.report.alpha import best_alpha, load_alpha_trials
@@ -21,7 +21,7 @@ from hacrl_exp.report.compare import Comparison, comparisons, main_pairs
 from hacrl_exp.report.costs import cost_table
 from hacrl_exp.report.folder import check_target, write_folder
 from hacrl_exp.report.headline import headline_markdown, regime_markdown
-from hacrl_exp.report.load import ReportData, load, mlflow_filter
+from hacrl_exp.report.load import ReportData, load, mlflow_filter, store_uri
 from hacrl_exp.report.rules import ABLATIONS, MAIN_METHODS, Rules
 from hacrl_exp.report.seeds import problems_per_agent, warm_starts
 

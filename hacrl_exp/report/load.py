@@ -33,6 +33,7 @@ import pandas as pd
 
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.report.paper import UPDATE_MATCHED
+from hacrl_exp.tracking.store import check_database_url, default_uri, parse_store_uri
 
 ALGORITHM_LABELS = {"gspo": "GSPO", "gspo_x2": "GSPO×2", "naive": "Naive", "hacpo": "HACPO", "grpo": "GRPO"}
 MECHANISM_LABELS = {
@@ -82,6 +83,25 @@ CURVE_KEYS = {
 }
 STEP_SECONDS = ("time/step_s", "time/step")
 """The parent's step time: the docs/metrics.md key, then the old one."""
+
+
+def store_uri(config) -> str:
+    """The store's URI, parsed as `python -m hacrl_exp.run` parses tracking.uri (`tracking.store.parse_store_uri`:
+    a `?` or `#` that would make MLflow open another store is refused), naming the setting it came from."""
+    if config.uri:
+        source = f"uri={config.uri}"
+    elif os.environ.get("MLFLOW_TRACKING_URI"):
+        source = f"MLFLOW_TRACKING_URI={os.environ['MLFLOW_TRACKING_URI']}"
+    else:
+        source = f"the default store {default_uri()} (uri unset)"
+    return parse_store_uri(config.uri or default_uri(), source).uri
+
+
+def check_studies_storage(config) -> None:
+    """The α studies' Optuna storage (studies.storage), read with sqlalchemy: a sqlite URL parsed as strictly as the
+    store's (a `?` would open another database)."""
+    if config.studies.storage:
+        check_database_url(config.studies.storage, f"studies.storage={config.studies.storage}")
 
 
 def curve_name(key: str) -> str | None:

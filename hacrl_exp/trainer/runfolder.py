@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 LOCK = ".lock"
 RUN_ID = "run_id"
 """The file holding a run folder's id, given at the run's start and copied into each of its checkpoints."""
-HYDRA_FILES = (".hydra", LOCK)
+STARTUP_FILES = (".hydra", LOCK, RUN_ID)
+"""What a folder may hold and still take a new run: Hydra's files, the lock, the id of a start that failed before
+writing anything else (the new run keeps it)."""
 MAY_CHANGE = (  # how long, how often to evaluate/checkpoint, where to log, how to execute: not what is trained
     "trainer.steps",
     "trainer.resume",
@@ -148,11 +150,11 @@ def unexpected_entries(folder: Path) -> list[str]:
     """What a folder holds besides Hydra's own files; empty when a new run may start there."""
     if not folder.exists():
         return []
-    return sorted(p.name for p in folder.iterdir() if p.name not in HYDRA_FILES and not p.name.endswith(".log"))
+    return sorted(p.name for p in folder.iterdir() if p.name not in STARTUP_FILES and not p.name.endswith(".log"))
 
 
 def check_new_run_folder(folder: Path) -> None:
-    """A new run starts only in a missing or empty folder (Hydra's .hydra/ and *.log aside)."""
+    """A new run starts only in a missing or empty folder (Hydra's .hydra/ and *.log, STARTUP_FILES aside)."""
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"trainer.output_dir={folder} is a file, not a folder; give a new folder")
     found = unexpected_entries(folder)

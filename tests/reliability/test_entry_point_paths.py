@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import sqlite3
 import stat
 import subprocess
@@ -145,7 +146,10 @@ def test_ui_refuses_a_store_uri_mlflow_reads_as_another_store(how, tmp_path):
     (tmp_path / "p?x" / "mlflow.db").write_bytes(b"")
     uri = f"sqlite:///{tmp_path}/p?x/mlflow.db"
     args, env = (["--store", uri], None) if how == "--store" else ([], {"MLFLOW_TRACKING_URI": uri})
-    line = refuses("hacrl_exp.ui", [*args, "--port", "1"], tmp_path, env)
+    with socket.socket() as taken:  # a port in use: were the URI let through, the ui would stop there, not serve
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        line = refuses("hacrl_exp.ui", [*args, "--port", str(taken.getsockname()[1])], tmp_path, env)
     named = f"--store {uri}" if how == "--store" else f"MLFLOW_TRACKING_URI={uri}"
     assert line.startswith(f"ConfigError: {named}: the URI has a query") and f"MLflow would open {tmp_path}/p" in line
 
