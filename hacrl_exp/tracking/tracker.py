@@ -146,7 +146,8 @@ class MlflowTracker:
             self._start_system_metrics(cfg, resume=True)
             return
         tags = {**tags, **(source or {})}
-        job, tags = mask_text(name or cfg.run_name), mask_tags(tags)  # the names and tags MLflow shows: no secret
+        job, tags = name or cfg.run_name, mask_tags(tags)  # the names and tags MLflow shows: no secret
+        job = mask_text(job) if job else job  # None: MLflow names the run
         parent = self.client.create_run(experiment_id, run_name=job, tags={**tags, "role": "parent"})
         self.run_ids = {"": parent.info.run_id}
         safe = {k: v[:6000] for k, v in flatten(redact_secrets(params)).items() if not is_secret(k)}

@@ -94,7 +94,7 @@ def test_max_gen_toks_is_capped(tiny_model, tmp_path, capsys):
     capsys.readouterr()
 
     for args, needle in [
-        (["--max-gen-toks", "0"], "--max-gen-toks=0 must be >= 1"),
+        (["--max-gen-toks", "0"], "--max-gen-toks=0 is out of range; allowed [1, "),
         (["--model", str(tmp_path / "nope")], "config.json"),
     ]:
         with pytest.raises(SystemExit) as exit_:
