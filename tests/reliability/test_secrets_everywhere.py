@@ -114,3 +114,12 @@ def test_a_checkpoint_that_masked_tokenizer_keys_still_resumes(planted, tmp_path
     result = train_cli(tmp_path, f"trainer.resume={tmp_path / 'run'}", "trainer.steps=2")
     assert result.returncode == 0, result.stderr
     assert "rollout.max_new_tokens" in result.stdout + result.stderr and "not compared" in result.stdout + result.stderr
+
+
+def test_an_experiment_named_from_a_secret_is_refused_before_anything_is_written(tmp_path):
+    """Found by the hostile pass: `tracking.experiment=exp_${oc.env:…}` put the secret in the store's experiment
+    table (names are not masked there: two masked names would be one experiment, their runs mixed). Now refused."""
+    result = train_cli(tmp_path, f"tracking.experiment=exp_${{oc.env:{ENV}}}", "trainer.output_dir=out")
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("ConfigError: tracking.experiment=*** holds a secret value")
+    assert FROM_ENV not in result.stderr + result.stdout and sorted(p.name for p in tmp_path.iterdir()) == []
