@@ -23,11 +23,13 @@ folder of the temp folder that only this user can enter, is named; a clean stop 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import http.server
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -81,9 +83,23 @@ def check_store(uri: str, source: str | None = None) -> str:
         path = uri[len("sqlite:///") :] if uri.startswith("sqlite:///") else ""
         if path and path != ":memory:" and not Path(path).is_file():
             raise ConfigError(f"--store {uri}: no such file; train a job first (python -m hacrl_exp.run) or pass one")
+        problem = mlflow_tables_problem(Path(path)) if path and path != ":memory:" else None
+        if problem:  # mlflow server would crash on it, or write its schema into someone else's file
+            raise ConfigError(f"--store {uri}: {problem}; pass the store a training job wrote to (--store)")
     elif scheme in ("", "file") and not Path(urlparse(uri).path if scheme else uri).is_dir():
         raise ConfigError(f"--store {uri}: no such folder; pass the store a training job wrote to (--store)")
     return uri
+
+
+def mlflow_tables_problem(file: Path) -> str | None:
+    """Why the sqlite file is not an MLflow store (read only: not a database, or a database without MLflow's
+    `experiments` table, such as an empty file), or None."""
+    try:
+        with contextlib.closing(sqlite3.connect(f"file:{file}?mode=ro", uri=True, timeout=10)) as connection:
+            tables = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.Error as exc:
+        return f"not a readable sqlite database ({exc})"
+    return None if "experiments" in tables else "holds no MLflow tables (an empty file, or another program's database)"
 
 
 def check_port(port: int, flag: str) -> None:

@@ -137,6 +137,19 @@ def test_a_full_disk_under_a_report_is_one_line_naming_the_path(tmp_path):
         assert [p.name for p in (disk / "reports").iterdir()] == ["grid"]
 
 
+@pytest.mark.parametrize(
+    ("content", "problem"),
+    [(b"not a database", "not a readable sqlite database"), (b"", "holds no MLflow tables")],
+    ids=["not sqlite", "an empty file"],
+)
+def test_ui_refuses_a_file_that_is_not_an_mlflow_store(content, problem, tmp_path):
+    """Found by the closing hostile pass: a file that is not sqlite gave a sqlalchemy traceback; an empty one (a valid
+    empty sqlite database) started a server that wrote MLflow's schema into it. Now one line, the file untouched."""
+    (tmp_path / "m.db").write_bytes(content)
+    line = refuses("hacrl_exp.ui", ["--store", f"sqlite:///{tmp_path}/m.db"], tmp_path)
+    assert line.startswith(f"ConfigError: --store sqlite:///{tmp_path}/m.db: {problem}"), line
+
+
 @pytest.mark.parametrize("how", ["--store", "MLFLOW_TRACKING_URI"])
 def test_ui_refuses_a_store_uri_mlflow_reads_as_another_store(how, tmp_path):
     """`sqlite:///…/p?x/mlflow.db` is the database …/p to MLflow: ui served it, and wrote its saved views into it."""
@@ -158,19 +171,21 @@ def test_ui_writes_its_server_log_into_a_private_folder(tmp_path):
     """The log was /tmp/hacrl_ui_mlflow_<port>.log, opened through a symlink planted there (truncating its target)."""
     import tempfile
 
+    from mlflow.tracking import MlflowClient
+
     port = 1024 + os.getpid() % 20000
     planted = Path(tempfile.gettempdir()) / f"hacrl_ui_mlflow_{port}.log"
     victim = tmp_path / "victim"
     victim.write_text("precious")
     planted.unlink(missing_ok=True)
     planted.symlink_to(victim)
-    (tmp_path / "mlflow.db").write_bytes(b"")  # an empty sqlite database: MLflow makes its tables
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    MlflowClient(store).search_experiments()  # a store with MLflow's tables (ui refuses a file without them)
     command = [sys.executable, "-m", "hacrl_exp.ui", "--store", store, "--port", str(port), "--reports", str(tmp_path)]
     ui = subprocess.Popen(command, cwd=tmp_path, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True)
     try:
         line = ""
-        while not line.startswith("starting mlflow server"):  # after MLflow's own lines making the tables
+        while not line.startswith("starting mlflow server"):
             line = ui.stderr.readline()
             assert line, "python -m hacrl_exp.ui ended before starting its server"
         log = Path(line.rsplit("log ", 1)[1].rstrip(")\n"))

@@ -1,10 +1,12 @@
 """`python -m hacrl_exp.ui`: one line and exit code 2 on bad input; a real start on a small real store (measured 41 s
 and 100 s on the shared 2-core machine: MLflow's server start dominates)."""
 
+import contextlib
 import json
 import os
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -31,7 +33,8 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     assert "no such file" in exit_line(capsys, ["--store", f"sqlite:///{tmp_path / 'none.db'}"])
     assert "tracking server already" in exit_line(capsys, ["--store", "http://127.0.0.1:5000"])
     store = tmp_path / "mlflow.db"
-    store.write_bytes(b"")
+    with contextlib.closing(sqlite3.connect(store)) as db:  # enough of a store for the checks after the store's
+        db.execute("CREATE TABLE experiments (experiment_id INTEGER)")
     assert "--reports" in exit_line(capsys, ["--store", f"sqlite:///{store}", "--reports", str(tmp_path / "no")])
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
