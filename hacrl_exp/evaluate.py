@@ -22,6 +22,7 @@ from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.evaluation.inputs import check_inputs
 from hacrl_exp.paths import check_output, take_follow_flag
 from hacrl_exp.tasks.math import DataError
+from hacrl_exp.tracking.masking import mask_saved_config, refuse_secret_name, remember_config_secrets
 
 
 @hydra.main(version_base="1.3", config_path=None, config_name="evaluate")  # conf/evaluate.yaml, via the ConfigStore
@@ -29,13 +30,23 @@ def hydra_main(cfg: DictConfig) -> None:
     from hacrl_exp.evaluation.pipeline import headline_table, run_evaluation
 
     with exit_on_bad_input(ConfigError, DataError):
-        config = validate_evaluate(cfg)
+        config = validate_secrets(cfg)
         check_inputs(config)
+        mask_saved_config(HydraConfig.get())
         output_dir = Path(config.output_dir or HydraConfig.get().runtime.output_dir)
         output_dir.mkdir(parents=True, exist_ok=True)
         summary = run_evaluation(config, output_dir)
     print(headline_table(summary))
     print(f"results in {output_dir}")
+
+
+def validate_secrets(cfg: DictConfig):
+    """The typed config, its secret values remembered (masked in the evaluation runs' names, tags and params:
+    tracking.masking) and an experiment name holding one refused (it is the store's key)."""
+    config = validate_evaluate(cfg)
+    remember_config_secrets(cfg)
+    refuse_secret_name("tracking.experiment", config.tracking.experiment)
+    return config
 
 
 INSPECT_FLAGS = {"--cfg", "-c", "--help", "-h", "--info", "-i", "--hydra-help"}
@@ -49,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         with exit_on_bad_input(ConfigError, DataError):
             check_config_files(argv)
             check_job_name(argv)  # the name of Hydra's log file
-            config = validate_evaluate(compose_evaluate(overrides_of(argv)))  # overrides_of: Hydra's own parser
+            config = validate_secrets(compose_evaluate(overrides_of(argv)))  # overrides_of: Hydra's own parser
             check_hydra_values(overrides_of(argv), "evaluate", config_dir=None)
             if not INSPECT_FLAGS.intersection(argv):
                 hydra_dir = hydra_run_dir(overrides_of(argv), "outputs/eval/${now:%Y-%m-%d}")

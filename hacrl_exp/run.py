@@ -37,7 +37,7 @@ from hacrl_exp.errors import ConfigError, NumericsError, OutputError, RunInterru
 from hacrl_exp.paths import check_output, take_follow_flag  # noqa: E402
 from hacrl_exp.tasks.rows import DataError  # noqa: E402
 from hacrl_exp.tracking import create_stores  # noqa: E402
-from hacrl_exp.tracking.masking import mask_text  # noqa: E402
+from hacrl_exp.tracking.masking import mask_saved_config, mask_text  # noqa: E402
 from hacrl_exp.trainer.validate import preflight, validate  # noqa: E402
 
 
@@ -67,16 +67,6 @@ def hydra_main(cfg: DictConfig) -> dict:
     if summary.get("mlflow_ui"):
         print(mask_text(summary["mlflow_ui"]))
     return summary  # a sweeper reads it from the job's return value
-
-
-def mask_saved_config(hydra) -> None:
-    """Hydra saved the job's config and overrides (and a multirun's) before this job ran: mask their secrets."""
-    from hacrl_exp.tracking.masking import mask_hydra_files
-
-    if hydra.output_subdir is not None:
-        mask_hydra_files(Path(hydra.runtime.output_dir) / hydra.output_subdir)
-    if hydra.mode is not None and hydra.mode.name == "MULTIRUN":
-        mask_hydra_files(Path(hydra.sweep.dir))
 
 
 INSPECT_FLAGS = {"--cfg", "-c", "--help", "-h", "--info", "-i", "--hydra-help", "--shell-completion", "-sc"}

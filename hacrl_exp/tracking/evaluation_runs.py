@@ -11,6 +11,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from hacrl_exp.tracking.masking import MASK, is_secret, mask_tags, mask_text
 from hacrl_exp.tracking.store import default_uri, experiment_id_and_tags
 
 ARTIFACT_DIR = "results"
@@ -37,9 +38,10 @@ def log_evaluation_run(
 
     client = MlflowClient(uri or default_uri())
     experiment_id = _experiment(client, training_run_id, experiment)
+    run_name, tags = mask_text(run_name), mask_tags(tags)  # what the store shows holds no secret (tracking.masking)
     run_id = client.create_run(experiment_id, run_name=run_name, tags=tags).info.run_id
     try:
-        items = [Param(k, v[:6000]) for k, v in params.items()]
+        items = [Param(k, MASK if is_secret(k) else mask_text(v)[:6000]) for k, v in params.items()]
         for start in range(0, len(items), 100):
             client.log_batch(run_id, params=items[start : start + 100])
         now = int(time.time() * 1000)

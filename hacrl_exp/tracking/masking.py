@@ -20,6 +20,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from hacrl_exp.errors import ConfigError
 from hacrl_exp.paths import replace_atomic
 
 MASK = "***"
@@ -75,6 +76,16 @@ def mask_text(text: str) -> str:
     return URL_PASSWORD.sub(rf"\1:{MASK}@", text)
 
 
+def refuse_secret_name(key: str, name: str) -> None:
+    """A name that is a store's key (an MLflow experiment's) holding a secret value is refused: masked, two secrets
+    would give one name, their runs mixed; in clear, the secret is in the store."""
+    if mask_text(name) != name:
+        raise ConfigError(
+            f"{key}={mask_text(name)} holds a secret value (read through ${{oc.env:...}} or from a secret key): the "
+            "name is written to the store as it is; give a name without it"
+        )
+
+
 def mask_tree(tree: Any) -> Any:
     """A copy of a config tree with the values of secret keys, remembered secret values and URL passwords masked."""
     if isinstance(tree, dict):
@@ -117,3 +128,12 @@ def mask_hydra_files(folder: Path) -> None:
             hydra["job"]["override_dirname"] = ",".join(mask_override(p) for p in parts)
         text = OmegaConf.to_yaml(OmegaConf.create(tree))
         replace_atomic(path, lambda tmp, text=text: tmp.write_text(text))
+
+
+def mask_saved_config(hydra) -> None:
+    """Hydra saved the job's config and overrides (and a multirun's) before the job ran: mask their secrets. `hydra`:
+    the job's HydraConfig."""
+    if hydra.output_subdir is not None:
+        mask_hydra_files(Path(hydra.runtime.output_dir) / hydra.output_subdir)
+    if hydra.mode is not None and hydra.mode.name == "MULTIRUN":
+        mask_hydra_files(Path(hydra.sweep.dir))

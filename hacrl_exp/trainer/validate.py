@@ -23,7 +23,7 @@ from hacrl_exp.evaluation.spec import known_benchmarks
 from hacrl_exp.graph import TOPOLOGIES, graph_from_config
 from hacrl_exp.rewards.grader import REWARDS
 from hacrl_exp.tasks.rows import BAD_ROW_POLICIES
-from hacrl_exp.tracking.masking import mask_text, remember_config_secrets
+from hacrl_exp.tracking.masking import refuse_secret_name, remember_config_secrets
 
 
 def preflight(overrides: list[str], config_name: str = "config") -> Config:
@@ -36,19 +36,8 @@ def validate(cfg: DictConfig | dict) -> Config:
     config = check_registries(validate_schema(cfg))
     if isinstance(cfg, DictConfig):  # resolved without error: the secrets to mask in what is written (tracking.masking)
         remember_config_secrets(cfg)
-        check_unmasked_names(config)
+        refuse_secret_name("tracking.experiment", config.tracking.experiment)  # the store's key: not maskable
     return config
-
-
-def check_unmasked_names(config: Config) -> None:
-    """The experiment's name is the store's key for it: masked, two secrets would name one experiment (their runs
-    mixed), so a name holding a secret value (a secret key's, or one read through ${oc.env:...}) is refused."""
-    name = config.tracking.experiment
-    if mask_text(name) != name:
-        raise ConfigError(
-            f"tracking.experiment={mask_text(name)} holds a secret value (read through ${{oc.env:...}} or from a "
-            "secret key): the name is written to the store as it is; give a name without it"
-        )
 
 
 def check_registries(config: Config) -> Config:

@@ -123,3 +123,17 @@ def test_an_experiment_named_from_a_secret_is_refused_before_anything_is_written
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
     assert result.stderr.startswith("ConfigError: tracking.experiment=*** holds a secret value")
     assert FROM_ENV not in result.stderr + result.stdout and sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_evaluate_refuses_an_experiment_named_from_a_secret(planted, tmp_path):
+    """Found by the closing hostile pass: `python -m hacrl_exp.evaluate tracking.experiment=exp_${oc.env:…}` wrote
+    the variable's value into the store's experiment table. Now refused as `run` refuses it, nothing written."""
+    step = planted[0] / "run" / "checkpoints" / "step_000001"
+    args = [f"checkpoints=[{step}]", "benchmarks=[arithmetic]", "limit=2", f"tracking.experiment=e_${{oc.env:{ENV}}}"]
+    args.append(f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(ENV, FROM_ENV)
+        result = run_cli("hacrl_exp.evaluate", args, cwd=tmp_path)
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert result.stderr.startswith("ConfigError: tracking.experiment=*** holds a secret value")
+    assert FROM_ENV not in result.stderr and sorted(p.name for p in tmp_path.iterdir()) == []
