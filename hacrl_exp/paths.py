@@ -258,7 +258,7 @@ def take_lock(path: Path, wait: bool = False) -> int | None:
     import fcntl
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = open_no_follow(path, os.O_RDWR | os.O_CREAT)  # as a run's .lock: never through a planted symlink
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
     except BlockingIOError:
