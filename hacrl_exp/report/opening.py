@@ -74,23 +74,24 @@ def best_sentence(agent: str, accuracy: pd.DataFrame, comparisons: pd.DataFrame)
     notes = ([f"then {', '.join(then)}"] if then else []) + ([f"step 0: {num(start.iat[0])}"] if len(start) else [])
     text += f" ({'; '.join(notes)})" if notes else ""
     mine = mean_rows(comparisons, agent)
-    below = [r.b for r in mine.itertuples() if r.verdict == BEAT and r.a in best]
-    below += [r.a for r in mine.itertuples() if r.verdict == FELL_SHORT and r.b in best]
-    whose = "its" if len(best) == 1 else "their"
-    lead = f"it is established above {_join(below)}" if below else f"none of {whose} leads is established"
-    if len(best) > 1:
-        lead = f"established above {_join(below)}" if below else lead
+    said = []
+    for method in best:
+        below = [r.b for r in mine.itertuples() if r.verdict == BEAT and r.a == method]
+        below += [r.a for r in mine.itertuples() if r.verdict == FELL_SHORT and r.b == method]
+        if below:
+            said.append(f"{'it' if len(best) == 1 else method} is established above {_join(below)}")
+    lead = "; ".join(said) or f"none of {'its' if len(best) == 1 else 'their'} leads is established"
     return f"{text}; {lead}."
 
 
 def holds_phrase(row) -> str:
-    """'HACPO above GSPO by +0.070', 'HACPO below Naive by -0.037', 'HACPO within ±0.050 of Naive (Δ -0.004)'."""
-    d = signed(row["seed_delta_mean"])
+    """'HACPO above GSPO (Δ +0.070)', 'HACPO below Naive (Δ -0.037)', 'HACPO within ±0.050 of Naive (Δ -0.004)'."""
     if row["verdict"] == MATCHED:
         margin = _value(row, "equivalence_margin")
-        within = f"within ±{num(margin)} of" if margin is not None else "matched"
-        return f"{row['a']} {within} {row['b']} (Δ {d})"
-    return f"{row['a']} {'above' if row['verdict'] == BEAT else 'below'} {row['b']} by {d}"
+        how = f"within ±{num(margin)} of" if margin is not None else "matched"
+    else:
+        how = "above" if row["verdict"] == BEAT else "below"
+    return f"{row['a']} {how} {row['b']} (Δ {signed(row['seed_delta_mean'])})"
 
 
 def family_order(row) -> int:

@@ -66,8 +66,8 @@ def test_the_bottom_line_names_the_best_method_what_holds_and_the_costs_held_equ
     assert weak == (
         "- **weak.** Naive ended highest, at 0.512 mean final held-out accuracy over 10 seeds (then HACPO 0.508, "
         "GSPO×2 0.475; step 0: 0.279); it is established above GSPO. "
-        "What holds (3 of 4 comparisons, Holm-adjusted, across 10 seeds): HACPO above GSPO by +0.070; HACPO within "
-        "±0.050 of Naive (Δ -0.004); Naive above GSPO by +0.074; 1 is not established. "
+        "What holds (3 of 4 comparisons, Holm-adjusted, across 10 seeds): HACPO above GSPO (Δ +0.070); HACPO "
+        "within ±0.050 of Naive (Δ -0.004); Naive above GSPO (Δ +0.074); 1 is not established. "
         "Costs held equal (of generated rollouts, updates and trained rows): generated rollouts and updates for "
         "HACPO vs Naive (HACPO 0.99× trained rows); generated rollouts for HACPO vs GSPO (HACPO 3.10× trained rows, "
         "2.00× updates) and Naive vs GSPO (Naive 3.14× trained rows, 2.00× updates)."
@@ -160,3 +160,16 @@ def test_a_superseded_report_names_its_successor_on_its_first_line(tmp_path):
     with pytest.raises(SystemExit) as exit_:
         relayout_main([str(old), "--superseded-by", "no_such_report"])
     assert exit_.value.code == 2
+
+
+def test_a_method_that_fell_short_is_below_and_the_best_is_established_above_it():
+    rows = [("a", "HACPO", "Naive", "fell short of", -0.067, 0.04, 0.05, 0.101),
+            ("a", "HACPO", "GSPO", "not established", 0.01, 0.9, 0.016, 0.032)]  # fmt: skip
+    means = accuracy({("a", "GSPO"): 0.20, ("a", "Naive"): 0.23, ("a", "HACPO"): 0.165})
+    spent = cost({("a", "GSPO"): (100, 10, 50), ("a", "Naive"): (100, 20, 100), ("a", "HACPO"): (100, 20, 100)})
+    (line,) = bottom_line(comparisons(rows), means, spent)
+    assert "Naive ended highest, at 0.230 mean final held-out accuracy over 10 seeds (then GSPO 0.200, HACPO " \
+           "0.165); it is established above HACPO." in line  # fmt: skip
+    assert "What holds (1 of 2 comparisons, Holm-adjusted, across 10 seeds): HACPO below Naive (Δ -0.067); 1 is " \
+           "not established. Costs held equal (of generated rollouts, updates and trained rows): generated " \
+           "rollouts, trained rows and updates for HACPO vs Naive." in line  # fmt: skip
