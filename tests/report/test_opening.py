@@ -157,9 +157,10 @@ def test_a_superseded_report_names_its_successor_on_its_first_line(tmp_path):
     assert 'href="../paper_gap_tiny/report.html"' in (old / "report.html").read_text()  # the page links the page
     assert relayout(old) == md  # superseded.json keeps it; the banner is not doubled
     assert (old / "headline.md").read_text().count("**Superseded**") == 1
-    with pytest.raises(SystemExit) as exit_:
-        relayout_main([str(old), "--superseded-by", "no_such_report"])
-    assert exit_.value.code == 2
+    for wrong in ([str(old), "--superseded-by", "no_such_report"], [str(tmp_path / "not_a_report")]):
+        with pytest.raises(SystemExit) as exit_:
+            relayout_main(wrong)
+        assert exit_.value.code == 2
 
 
 def test_a_method_that_fell_short_is_below_and_the_best_is_established_above_it():
