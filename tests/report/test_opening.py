@@ -4,6 +4,7 @@ laying a published report out again changes none of its numbers."""
 
 import re
 import shutil
+import struct
 from pathlib import Path
 
 import pandas as pd
@@ -140,7 +141,9 @@ def test_laying_a_published_report_out_again_reproduces_it_and_keeps_its_numbers
     before = (folder / "report.md").read_text()
     assert relayout(folder) == before
     assert {p.name: p.read_bytes() for p in (folder / "tables").iterdir()} == tables
-    assert (folder / "plots" / "forest_claims.png").stat().st_size > 10_000
+    png = (folder / "plots" / "forest_claims.png").read_bytes()
+    width, height = struct.unpack(">II", png[16:24])  # the PNG's IHDR
+    assert width == 990 and height <= 660  # the claims block fits one 1440×900 screen under its heading
 
 
 def test_a_superseded_report_names_its_successor_on_its_first_line(tmp_path):
