@@ -152,7 +152,8 @@ def cost_sentence(agent: str, comparisons: pd.DataFrame, cost: pd.DataFrame) -> 
             return "With nothing established there is no cost to weigh."
         near = open_.loc[open_["p_holm"].idxmin()]
         equal, differed = cost_phrase(near, cost)
-        at = f"at equal {_join(list(equal))}" if equal else f"with none of {_join(logged)} equal"
+        none = f"with none of {_join(logged)} equal" if len(logged) > 1 else f"at unequal {_join(logged)}"
+        at = f"at equal {_join(list(equal))}" if equal else none
         unlogged = f"; {_join(missing)} not logged by these runs" if missing else ""
         return (
             f"With nothing established there is no cost to weigh; nearest to a difference is {near['a']} vs "
