@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import parallel
+from tests import parallel, store_template
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -84,14 +84,22 @@ def _torch_threads_per_worker():
         yield
 
 
+def shared_temp(tmp_path_factory) -> Path:
+    """The session's temporary folder shared by its pytest-xdist workers (the one beside theirs), else its own."""
+    base = tmp_path_factory.getbasetemp()
+    return base.parent if WORKER is not None else base
+
+
 @pytest.fixture(autouse=True)
 def _isolated_stores(tmp_path_factory, monkeypatch):
-    """Each test gets its own MLflow store."""
+    """Each test gets its own MLflow store. Once MLflow is imported, new sqlite stores in this process are copies of
+    one migrated per session (tests/store_template.py: seconds saved per store)."""
     store = tmp_path_factory.mktemp("mlflow")
     uri = f"sqlite:///{store / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     if "mlflow" in sys.modules:  # an earlier test's run set mlflow's process-wide URI, which outranks the variable
         sys.modules["mlflow"].set_tracking_uri(uri)
+        store_template.install(shared_temp(tmp_path_factory))
 
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
