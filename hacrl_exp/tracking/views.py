@@ -42,22 +42,24 @@ def column(kind: str, key: str) -> str:
     return f"{kind}.`{key}`"
 
 
-NAME_WIDTH, METHOD_WIDTH, SEED_WIDTH, FINAL_WIDTH, GAIN_WIDTH = 300, 110, 60, 90, 170
-"""Final-accuracy column widths in px: at 1440 px with MLflow's Assistant panel open (the first visit) the table has
-~900 px, which holds the name, method, seed and two agents' final accuracy and gain columns."""
+NAME_WIDTH, METHOD_WIDTH, SEED_WIDTH, GAIN_WIDTH, FINAL_WIDTH = 210, 80, 50, 125, 90
+"""Final-accuracy column widths in px. At 1440 px on a first visit (MLflow's sidebar, and its Assistant panel open)
+the table is ~818 px wide: the checkbox (68) and pinned Created (148) columns, then the name, method, seed and two
+agents' start → final columns fit (816)."""
 
 
 def final_view(agents: list[str]) -> dict:
-    """The runs table at a glance, one row per job, newest first: name (300 px), method, seed, each agent's final
-    held-out accuracy (`final/accuracy_mean/<agent>`, headed by the agent in MLflow's cut header) and start → final
-    (tag `gain/<agent>`); then Created and Duration; the overrides last."""
+    """The runs table at a glance, one row per job (parents only), newest first: name, method, seed, each agent's
+    start → final held-out accuracy (tag `gain/<agent>`: its header names the agent, which the cut header of
+    `final/accuracy_mean/<agent>` does not), then each agent's `final/accuracy_mean/<agent>` (to sort by) and
+    Duration; the overrides last. MLflow pins Created after the name."""
     finals = [column("metrics", f"{FINAL_METRIC}/{agent}") for agent in agents]
     gains = [column("tags", f"gain/{agent}") for agent in agents]
-    first = [column("tags", "method"), column("tags", "seed"), *finals, *gains]
+    first = [column("tags", "method"), column("tags", "seed"), *gains, *finals]
     widths = {column("attributes", "Run Name"): NAME_WIDTH, column("tags", "method"): METHOD_WIDTH}
-    widths |= {column("tags", "seed"): SEED_WIDTH, **dict.fromkeys(finals, FINAL_WIDTH)}
-    widths |= dict.fromkeys(gains, GAIN_WIDTH)
-    order = [column("attributes", "Run Name"), *first, "runDateAndNestInfo", "duration", column("tags", "overrides")]
+    widths |= {column("tags", "seed"): SEED_WIDTH, **dict.fromkeys(gains, GAIN_WIDTH)}
+    widths |= dict.fromkeys(finals, FINAL_WIDTH)
+    order = [column("attributes", "Run Name"), "runDateAndNestInfo", *first, "duration", column("tags", "overrides")]
     return {
         "searchFilter": "tags.role = 'parent'",
         "orderByKey": "attributes.start_time",
