@@ -225,7 +225,7 @@ class Browser:
             shutil.rmtree(profile, ignore_errors=True)
 
 
-def land(page, url: str, wait_for: str, settle_s: float = 2.5) -> list[str]:
+def land(page, url: str, wait_for: str, settle_s: float = 1.5) -> list[str]:
     """Open url and wait for `wait_for`, leaving the panels as a first visit opens them; the problems seen."""
     page.goto(url, wait_until="load")  # the UI polls running runs: "networkidle" may never come
     try:
@@ -444,9 +444,13 @@ def check_runs(page, base: str, job: dict, out: Path) -> list[str]:
     finals = job["jobs"][parent.info.run_name]["finals"]
     arrow = page.locator("p", has_text="→").first  # MLflow draws the description below the tags: scrolled to
     first = ""
-    if arrow.count():
+    try:
+        arrow.wait_for(timeout=15_000)
         arrow.scroll_into_view_if_needed()
-        first = arrow.evaluate(VISIBLE_TEXT)
+        time.sleep(0.5)
+        first = arrow.evaluate(VISIBLE_TEXT) or f"(not visible) {arrow.inner_text()}"
+    except Exception:  # noqa: BLE001 - no such paragraph: reported below
+        pass
     for key, value in finals.items():
         wanted = f"{key.rsplit('/', 1)[-1]} "
         if wanted not in first or f"→ {accuracy_text(value)}" not in first:
@@ -501,7 +505,9 @@ def main(argv: list[str] | None = None) -> int:
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
+    started = time.monotonic()
     ui, printed = start_ui(args.store, args.reports, args.out / "ui.log")
+    print(f"python -m hacrl_exp.ui answered in {time.monotonic() - started:.0f} s", flush=True)
     job = pick_job(args.store, args.experiment)  # after the UI wrote its views
     links = parse_links(printed)
     print("\n".join(printed))
