@@ -33,6 +33,7 @@ from hacrl_exp.evaluation.markdown import markdown_table
 from hacrl_exp.paths import replace_atomic
 from hacrl_exp.report.claims import hypothesis_rows
 from hacrl_exp.report.compare import Comparison, judged, seed_comparison
+from hacrl_exp.report.opening import differences
 from hacrl_exp.report.power import DRAWS, MAX_SEEDS
 from hacrl_exp.report.render import hypotheses_markdown, margins_markdown, outliers_markdown
 from hacrl_exp.report.rules import DEFAULT_RULES, Rules
@@ -56,11 +57,6 @@ def read_comparisons(folder: Path) -> tuple[pd.DataFrame, pd.DataFrame | None]:
         raise ConfigError(f"{path}: columns {missing} missing; it must be a report's tables/comparisons.csv")
     hypotheses = folder / "tables" / "hypotheses.csv"
     return frame, pd.read_csv(hypotheses) if hypotheses.is_file() else None
-
-
-def differences(text) -> tuple[float, ...]:
-    """The per-seed differences of a `per_seed` cell ('0.0075 -0.005 …')."""
-    return tuple(float(x) for x in str(text).split())
 
 
 def _cell(row, name: str, default=math.nan):

@@ -18,8 +18,8 @@ problem one `ERROR` line on stderr):
   last-step eval/accuracy/mean;
 - a parent run's description (below its tags, as MLflow lays the page out) opens on each agent's start → final;
   the agent run's Artifacts tab lists model.md;
-- each printed report: its first screen (the heading and the first paragraph) names every agent of the store, no
-  image is broken, and its report.md reads as UTF-8 (no mojibake);
+- each printed report: its first screen shows, per agent of the store, the bottom line's sentence saying which method
+  ended highest; no image is broken, and its report.md reads as UTF-8 (no mojibake);
 - no page shows an error text and the server answers no request with 5xx.
 Needs playwright (the `dev` and `ui` extras) and a Chromium binary (Debian's `chromium`; `.ci/run` installs it).
 """
@@ -464,19 +464,20 @@ def check_runs(page, base: str, job: dict, out: Path) -> list[str]:
 
 
 def check_reports(page, links: dict[str, str], agents: list[str], out: Path) -> list[str]:
-    """Each printed report: the first screen's heading and first paragraph name every agent, no image is broken, and
-    report.md is served as UTF-8 (no mojibake)."""
+    """Each printed report: its first screen shows each agent's bottom-line sentence (which method ended highest),
+    no image is broken, and report.md is served as UTF-8 (no mojibake)."""
     problems = []
     for name, url in links.items():
         page.goto(url, wait_until="load")
         time.sleep(1)
         broken = page.evaluate("() => Array.from(document.images).filter(i => !i.naturalWidth).map(i => i.src)")
         problems += [f"report {name}: broken image {src}" for src in broken]
-        # TODO(issue 39, reports part): the first screen's sentence per agent saying which method is best
-        first = page.evaluate("() => [...document.querySelectorAll('h1, h2, p')].slice(0, 3).map(e => e.innerText)")
-        visible = " ".join(first)
-        problems += [f"report {name}: its first screen ({visible[:200]!r}) does not name {a}" for a in agents
-                     if a not in visible]  # fmt: skip
+        for agent in agents:  # the bottom line: a list item per agent, "**<agent>.** <method> ended highest, …"
+            item = page.locator("li", has_text=f"{agent}.").first
+            seen = item.evaluate(VISIBLE_TEXT) if item.count() else ""
+            if not (seen.startswith(f"{agent}.") and "ended highest" in seen):
+                problems.append(f"report {name}: the first screen shows no sentence saying which method is best for "
+                                f"{agent} (it shows {seen[:120]!r})")  # fmt: skip
         problems += [f"report {name}: {p}" for p in page_errors(page)]
         page.screenshot(path=str(out / f"report_{name}.png"))
         page.goto(url.rsplit("/", 1)[0] + "/report.md", wait_until="load")
