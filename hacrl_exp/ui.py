@@ -7,11 +7,13 @@ links that land on the results, and the published reports served beside it.
 It starts `mlflow server` for the store on 127.0.0.1:N (default 5000; the server answers after ~20 s), and a small
 static HTTP server for the reports folder (default: the repository's reports/) on 127.0.0.1:N+1 (`--reports-port`;
 hacrl_exp.report.serve: an index at `/`, Markdown and CSV as UTF-8).
-Before that, each training experiment of the store gets two saved views of MLflow's UI (hacrl_exp.tracking.views):
-"Final accuracy" (the runs table with each job's final held-out accuracy per agent, models, method, seed, overrides)
-and "Compare configurations" (agent runs grouped by configuration and agent, in the chart view). It prints one link
-per view, the experiment's Models page and each report; every MLflow link carries `workflowType=machine_learning`,
-so it opens in the "Model training" mode (the bare http://127.0.0.1:N/ opens MLflow 3's GenAI mode). Ctrl-C (or
+Before that, each training experiment of the store gets three saved views of MLflow's UI
+(hacrl_exp.tracking.views): "Final accuracy" (one row per job: name, method, seed, each agent's final held-out
+accuracy and start → final), "Compare methods" (the newest job's setting, agent runs grouped by agent and method, in
+the chart view) and "Compare configurations". It prints one link per view, the experiment's Models page, each report
+and the clicks that close what a first visit opens (`FIRST_VISIT`); every MLflow link carries
+`workflowType=machine_learning`, so it opens in the "Model training" mode (the bare http://127.0.0.1:N/ opens MLflow
+3's GenAI mode). Ctrl-C (or
 SIGTERM, or SIGHUP when its terminal closes) stops both servers.
 
 One line on stderr and exit code 2 when the store URI would open another store than the one typed (a `?`, `#` or
@@ -43,7 +45,7 @@ from hacrl_exp.paths import private_folder
 from hacrl_exp.repo import REPO_ROOT
 from hacrl_exp.report.serve import serve_reports
 from hacrl_exp.tracking.store import artifact_location, default_uri, parse_store_uri
-from hacrl_exp.tracking.views import COMPARE_VIEW, FINAL_VIEW, home_link, runs_link, write_views
+from hacrl_exp.tracking.views import COMPARE_VIEW, FINAL_VIEW, METHODS_VIEW, home_link, runs_link, write_views
 
 HOST = "127.0.0.1"
 REPORTS = REPO_ROOT / "reports"
@@ -121,12 +123,15 @@ def training_experiments(uri: str) -> list[tuple[str, str, int]]:
     client = MlflowClient(uri)
     found = []
     for experiment in client.search_experiments():
-        jobs = client.search_runs([experiment.experiment_id], "tags.role = 'parent'", max_results=50_000)
+        jobs = client.search_runs(
+            [experiment.experiment_id], "tags.role = 'parent'", max_results=50_000, order_by=["start_time DESC"]
+        )
         if not jobs:
             continue
         agents = list(dict.fromkeys(a for job in jobs for a in job.data.tags.get("agents", "").split("+") if a))
+        setting = next((job.data.tags["setting"] for job in jobs if "setting" in job.data.tags), None)
         try:
-            write_views(client, experiment.experiment_id, agents, experiment.tags)
+            write_views(client, experiment.experiment_id, agents, experiment.tags, setting)
         except Exception as exc:  # noqa: BLE001 - a read-only store still opens; its links just lack the view
             print(f"warning: saved views not written to {experiment.name} ({type(exc).__name__})", file=sys.stderr)
         found.append((experiment.experiment_id, experiment.name, len(jobs)))
@@ -171,16 +176,27 @@ def stop(server: subprocess.Popen) -> None:
         server.wait()
 
 
+FIRST_VISIT = [
+    "  first visit: MLflow opens its Assistant panel (right); its × closes it for good in this browser",
+    "  a view's link shows a banner 'You're viewing a shared view'; its × closes it",
+]
+"""What no server setting or saved view of MLflow 3.17 decides: the Assistant panel opens by itself on a first visit
+to a server on localhost (the browser's localStorage remembers it closed), and every view opened from a link carries
+the shared-view banner (closed in the page's memory only)."""
+
+
 def links(base: str, experiments: list[tuple[str, str, int]], reports: Path | None, reports_base: str) -> list[str]:
     """The lines printed once the servers answer: `  <label>: <url>`, one per link."""
     lines = [f"MLflow UI at {base}", f"  home: {home_link(base)}"]
     for experiment_id, name, jobs in experiments:
         lines.append(f"  {name} ({jobs} job{'s' * (jobs != 1)})")
         lines.append(f"    final accuracy: {runs_link(base, experiment_id, FINAL_VIEW)}")
+        lines.append(f"    compare methods: {runs_link(base, experiment_id, METHODS_VIEW, charts=True)}")
         lines.append(f"    compare configurations: {runs_link(base, experiment_id, COMPARE_VIEW, charts=True)}")
         lines.append(f"    models: {base}/#/experiments/{experiment_id}/models?workflowType=machine_learning")
     if not experiments:
         lines.append("  (no training jobs in this store yet)")
+    lines += FIRST_VISIT
     if reports is not None:
         lines.append(f"Reports at {reports_base}/")
         for page in sorted(reports.glob("*/report.html")):

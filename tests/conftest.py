@@ -12,12 +12,6 @@ from tests import parallel, store_template
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-RUN_UI_ENV = "HACRL_RUN_UI"
-
-
-def pytest_addoption(parser):
-    parser.addoption("--run-ui", action="store_true", help="run the opt-in MLflow UI check (tests/ui, marker ui)")
-
 
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 """pytest-xdist's worker id (gw0, gw1, ...) in a worker process, else None."""
@@ -39,15 +33,10 @@ def pytest_xdist_make_scheduler(config, log):
 
 @pytest.hookimpl(tryfirst=True)  # before -m selects by mark
 def pytest_collection_modifyitems(config, items):
-    """The `slow` marks of tests/parallel.py; tests marked `ui` (headless Chromium, the `ui` extra, minutes) skipped
-    unless asked for; in a pytest-xdist worker, the longest tests first."""
-    run_ui = config.getoption("--run-ui") or os.environ.get(RUN_UI_ENV) == "1"
-    skip_ui = pytest.mark.skip(reason=f"opt-in: pytest --run-ui or {RUN_UI_ENV}=1 (docs/tracking.md)")
+    """The `slow` marks of tests/parallel.py; in a pytest-xdist worker, the longest tests first."""
     for item in items:
         if parallel.is_slow(item.nodeid, item.fixturenames):
             item.add_marker(pytest.mark.slow)
-        if not run_ui and item.get_closest_marker("ui") is not None:
-            item.add_marker(skip_ui)
     if WORKER is not None:
         items.sort(key=lambda item: parallel.order(item.nodeid, item.get_closest_marker("slow") is not None))
 

@@ -52,6 +52,7 @@ LONGEST = (
     "tests/reliability/test_resume_history.py",
     "tests/reliability/test_secrets_everywhere.py",
     "tests/report/test_report.py",
+    "tests/ui/test_ui_check.py",  # two tiny jobs, a report, the MLflow server and Chromium
 )
 """Node-id prefixes of the longest tests, longest first (measured on the shared 2-core machine)."""
 
@@ -143,7 +144,9 @@ SLOW = (
     "tests/test_theory.py::test_cli_quick_exits_0_and_prints_every_heading",
     "tests/test_theory.py::test_window_bias_quick_holds",
     "tests/tracking/test_experiments.py",
+    "tests/ui/test_ui_check.py",
     "tests/tracking/test_metric_keys.py",
+    "tests/tracking/test_reruns.py",
     "tests/tracking/test_ui.py::test_it_serves_the_store_and_the_reports_and_stops_both",
     "tests/trainer/test_fsdp.py",
     "tests/trainer/test_job_datasets.py::test_a_generated_task_names_its_generator_and_each_benchmark",

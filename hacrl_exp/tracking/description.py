@@ -1,13 +1,14 @@
 """The generated descriptions of a training job's runs (MLflow's `mlflow.note.content`, shown atop each run's page).
 
 Pure functions of the parent run's tags (hacrl_exp.tracking.names.run_tags) and the job's held-out accuracies. The
-first line is always the job's overrides, so a run page says at once what made this job differ from the defaults:
+first line is the result, so a run page (and a list that shows a description's first line) says at once what the
+job reached; then what made the job differ from the defaults, where its checkpoint is and how to run it again:
+
+    opt_char 0.3400 → 0.4900, gpt2_bpe 0.1650 → 0.2725 (gspo, 20 steps, seed 0)
+
+    Held-out accuracy (mean over categories), step 0 → step 20; **gspo** on opt_char + gpt2_bpe, task arithmetic.
 
     Overrides: `algorithm=gspo trainer.steps=20`
-
-    **gspo** on opt_char + gpt2_bpe, task arithmetic, seed 0, 20 steps. Held-out accuracy (mean over categories):
-    - opt_char: 0.3400 (step 0) → 0.4900 (step 20)
-    - gpt2_bpe: 0.1650 (step 0) → 0.2725 (step 20)
 
     Checkpoint: `/runs/x/checkpoints/step_000020`
 
@@ -40,24 +41,42 @@ def start_and_final(history: History, agent: str) -> tuple[int, float, int, floa
     return first, history[first][agent]["accuracy/mean"], last, history[last][agent]["accuracy/mean"]
 
 
+GAIN_TAG = "gain/"
+"""Parent-run tag `gain/<agent>`: the agent's start → final held-out accuracy as `gain_text` writes it."""
+
+
+def gain_text(history: History, agent: str) -> str | None:
+    """An agent's start → final held-out accuracy, `0.3450 → 0.3975` (narrow enough for a 125 px column); None
+    before any evaluation."""
+    found = start_and_final(history, agent)
+    return None if found is None else f"{accuracy_text(found[1])} → {accuracy_text(found[3])}"
+
+
 def overrides_line(tags: Mapping[str, str]) -> str:
-    """The first line: the job's Hydra overrides as given."""
+    """The job's overrides that set what it trains (the `overrides` tag: runtime settings left out)."""
     if "overrides" not in tags:
         return "Overrides: not recorded (the job was not started from the command line)"
     return f"Overrides: `{tags['overrides']}`" if tags["overrides"] else "Overrides: none (the defaults)"
 
 
-def _job_line(tags: Mapping[str, str], steps: int) -> str:
-    agents = " + ".join(tags.get("agents", "?").split("+"))
-    return f"**{tags.get('method', '?')}** on {agents}, task {tags.get('task', '?')}, seed {tags.get('seed', '?')}, " \
-        f"{steps} steps."  # fmt: skip
+def result_line(tags: Mapping[str, str], agents: list[str], steps: int, history: History) -> str:
+    """The first line: each agent's start → final held-out accuracy, then method, steps and seed:
+    `opt_char 0.3450 → 0.3975, gpt2_bpe 0.2350 → 0.2925 (hacpo, 3 steps, seed 0)`."""
+    parts = []
+    for agent in agents:
+        found = start_and_final(history, agent)
+        text = "not evaluated yet" if found is None else f"{accuracy_text(found[1])} → {accuracy_text(found[3])}"
+        parts.append(f"{agent} {text}")
+    return f"{', '.join(parts)} ({tags.get('method', '?')}, {steps} steps, seed {tags.get('seed', '?')})"
 
 
-def _accuracy(found: tuple[int, float, int, float] | None) -> str:
-    if found is None:
-        return "not evaluated yet"
-    first, start, last, final = found
-    return f"{accuracy_text(start)} (step {first}) → {accuracy_text(final)} (step {last})"
+def _detail_line(tags: Mapping[str, str], agents: list[str], history: History) -> str:
+    found = [start_and_final(history, a) for a in agents]
+    steps = {(f[0], f[2]) for f in found if f is not None}
+    span = f", step {min(s[0] for s in steps)} → step {max(s[1] for s in steps)}" if steps else ""
+    names = " + ".join(tags.get("agents", "?").split("+"))
+    return f"Held-out accuracy (mean over categories){span}; **{tags.get('method', '?')}** on {names}, task " \
+        f"{tags.get('task', '?')}."  # fmt: skip
 
 
 def _closing(tags: Mapping[str, str], checkpoint: str | None) -> list[str]:
@@ -70,18 +89,18 @@ def _closing(tags: Mapping[str, str], checkpoint: str | None) -> list[str]:
 
 
 def job_description(tags: Mapping[str, str], steps: int, history: History, checkpoint: str | None) -> str:
-    """The parent run's description: overrides; method, agents, task, seed, steps; each agent's start → final
-    held-out accuracy; the checkpoint folder (else the run folder, tag output_dir); the command."""
-    agents = tags.get("agents", "").split("+")
-    lines = [f"- {a}: {_accuracy(start_and_final(history, a))}" for a in agents if a]
-    body = _job_line(tags, steps) + " Held-out accuracy (mean over categories):\n" + "\n".join(lines)
-    return "\n\n".join([overrides_line(tags), body, *_closing(tags, checkpoint)])
+    """The parent run's description: each agent's start → final held-out accuracy with method, steps and seed
+    (`result_line`); the held-out set, agents and task; the overrides; the checkpoint folder (else the run folder,
+    tag output_dir); the command."""
+    agents = [a for a in tags.get("agents", "").split("+") if a]
+    head = [result_line(tags, agents, steps, history), _detail_line(tags, agents, history)]
+    return "\n\n".join([*head, overrides_line(tags), *_closing(tags, checkpoint)])
 
 
 def agent_description(tags: Mapping[str, str], agent: str, steps: int, history: History, checkpoint: str | None) -> str:
-    """An agent run's description: overrides; the agent, its job and the job's line; its start → final held-out
-    accuracy; its folder in the checkpoint (`<checkpoint>/agents/<agent>`); the command."""
-    body = f"Agent **{agent}** of job `{tags.get('job', '?')}`: {_job_line(tags, steps)}\n\n" \
-        f"Held-out accuracy (mean over categories): {_accuracy(start_and_final(history, agent))}"  # fmt: skip
+    """An agent run's description: its start → final held-out accuracy with method, steps and seed; its job; the
+    overrides; its folder in the checkpoint (`<checkpoint>/agents/<agent>`); the command."""
+    head = [result_line(tags, [agent], steps, history), f"{_detail_line(tags, [agent], history)} Agent **{agent}** "
+            f"of job `{tags.get('job', '?')}`."]  # fmt: skip
     folder = f"{checkpoint}/agents/{agent}" if checkpoint else None
-    return "\n\n".join([overrides_line(tags), body, *_closing(tags, folder)])
+    return "\n\n".join([*head, overrides_line(tags), *_closing(tags, folder)])

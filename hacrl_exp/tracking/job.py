@@ -15,7 +15,14 @@ from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import OutputError
 from hacrl_exp.paths import free_bytes
 from hacrl_exp.tracking.masking import mask_override
-from hacrl_exp.tracking.names import applicable_params, hydra_grid, hydra_overrides, run_name, run_tags
+from hacrl_exp.tracking.names import (
+    applicable_params,
+    hydra_grid,
+    hydra_overrides,
+    rerun_name,
+    run_name,
+    run_tags,
+)
 from hacrl_exp.tracking.provenance import problems_dataset, source_tags
 from hacrl_exp.tracking.store import store_location
 from hacrl_exp.tracking.tracker import MlflowTracker, NullTracker, close_running_runs
@@ -53,11 +60,14 @@ def open_job(
 
     overrides, config_dirs = hydra_overrides()
     overrides = None if overrides is None else [mask_override(o) for o in overrides]  # tags, name, command: no secret
-    tags = {**run_tags(config, hydra_grid(), overrides, config_dirs), "output_dir": str(output_dir)}
-    agents = list(config.agents.members)
+    agents, source = list(config.agents.members), source_tags()
     name = run_name(config, overrides)
     try:
-        tracker = MlflowTracker(config.tracking, applicable_params(params), agents, tags, run_ids, name, source_tags())
+        if run_ids is None:  # a rerun of a name the experiment holds gets -r2, -r3 (a resume keeps its runs)
+            name = rerun_name(name, job_names(config, name))
+        commit = source.get("mlflow.source.git.commit")
+        tags = {**run_tags(config, hydra_grid(), overrides, config_dirs, name, commit), "output_dir": str(output_dir)}
+        tracker = MlflowTracker(config.tracking, applicable_params(params), agents, tags, run_ids, name, source)
     except (OSError, MlflowException) as exc:  # e.g. the store filled up: one line, the runs made so far FAILED
         raise store_error(exc, config, output_dir) from None
     except Exception:
@@ -73,6 +83,22 @@ def open_job(
                 [(problems_dataset(name, rows, source), ctx) for name, rows, source, ctx in datasets()]
             )
     return tracker
+
+
+def job_names(config: Config, name: str) -> set[str]:
+    """The names of the experiment's training jobs (role=parent runs) that start with `name`: those a new job's name
+    must not repeat (`rerun_name`)."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(store_location(config.tracking).uri)
+    experiment = client.get_experiment_by_name(config.tracking.experiment)
+    if experiment is None:
+        return set()
+    prefix = name.split("'")[0]  # LIKE's own wildcards (% and _) only widen the search; the names are then matched
+    found = client.search_runs(
+        [experiment.experiment_id], f"tags.role = 'parent' and attributes.run_name LIKE '{prefix}%'", max_results=50_000
+    )
+    return {run.info.run_name for run in found if run.info.run_name.startswith(name)}
 
 
 def fail_left_runs(config: Config, output_dir: Path, keep: set[str] = frozenset(), warn: bool = True) -> bool:

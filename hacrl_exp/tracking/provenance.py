@@ -114,7 +114,8 @@ def log_agent_model(
     at `step`; returns the model URI. MLflow links the run's metrics of that step to the model (its Models page
     shows them), and the run gets `<artifact_path>.md`, a note on the model: MLflow 3's UI lists a logged model's
     files on the model's page, and in the run's Artifacts tab only when the run has no artifacts of its own. Loads
-    back with `mlflow.transformers.load_model(uri)` as a text-generation pipeline.
+    back with `mlflow.transformers.load_model(uri)` as a text-generation pipeline. The model gets its run's
+    description (result first: hacrl_exp.tracking.description), which MLflow's model page shows.
 
     pip requirements are given explicitly: the flavour's inference imports torchvision for any torch model, which
     this project does not install."""
@@ -136,6 +137,9 @@ def log_agent_model(
             step=step,
         )
     client.update_run(run_id, status="RUNNING")  # leaving the `with` marked the run FINISHED; the tracker closes it
+    description = client.get_run(run_id).data.tags.get("mlflow.note.content")
+    if description:  # the model's page shows its own description, not its run's
+        client.set_logged_model_tags(info.model_id, {"mlflow.note.content": description})
     client.log_text(run_id, model_note(info, name, step, folder), f"{artifact_path}.md")
     return info.model_uri
 

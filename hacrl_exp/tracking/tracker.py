@@ -125,7 +125,7 @@ class MlflowTracker:
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
         mlflow.set_tracking_uri(self.uri)
         self.client = MlflowClient(self.uri)
-        experiment_id = self.experiment_id = open_experiment(self.client, cfg.experiment, agents)
+        experiment_id = self.experiment_id = open_experiment(self.client, cfg.experiment, agents, tags.get("setting"))
         self.pending: dict[str, list] = {}
         self.logged: dict[str, dict[str, int]] = {}
         self.system_metrics = None
@@ -309,11 +309,16 @@ class MlflowTracker:
     def describe(self, steps: int, history: dict, checkpoint: Path | None = None) -> None:
         """Write the generated descriptions of the parent and agent runs (hacrl_exp.tracking.description) from the
         parent's tags: `steps` trained, the held-out `history` ({step: {agent: {accuracy/mean: …}}}), the
-        checkpoint folder (None: the run folder, no final checkpoint yet)."""
-        from hacrl_exp.tracking.description import agent_description, job_description
+        checkpoint folder (None: the run folder, no final checkpoint yet); and the parent's `gain/<agent>` tags
+        (start → final accuracy, `gain_text`)."""
+        from hacrl_exp.tracking.description import GAIN_TAG, agent_description, gain_text, job_description
 
         def write() -> None:
             tags = self.client.get_run(self.run_ids[""]).data.tags
+            for agent in filter(None, self.run_ids):  # the final-accuracy view's start → final column per agent
+                gain = gain_text(history, agent)
+                if gain is not None:
+                    self.client.set_tag(self.run_ids[""], GAIN_TAG + agent, gain)
             folder = str(checkpoint) if checkpoint else None
             for agent, run_id in self.run_ids.items():
                 if agent:
@@ -362,16 +367,16 @@ class MlflowTracker:
             )
 
 
-def open_experiment(client, name: str, agents: list[str]) -> str:
+def open_experiment(client, name: str, agents: list[str], setting: str | None = None) -> str:
     """The id of experiment `name` (created if new: `experiment_id_and_tags`), tagged as model development (so
     MLflow 3's UI opens on its runs, not on GenAI traces), described unless it already has a description, with saved
-    views that show these agents' final accuracy (hacrl_exp.tracking.views)."""
+    views that show these agents' final accuracy and the methods of `setting` (hacrl_exp.tracking.views)."""
     experiment_id, found_tags = experiment_id_and_tags(client, name)
     if found_tags.get("mlflow.experimentKind") != EXPERIMENT_KIND:
         client.set_experiment_tag(experiment_id, "mlflow.experimentKind", EXPERIMENT_KIND)
     if "mlflow.note.content" not in found_tags:
         client.set_experiment_tag(experiment_id, "mlflow.note.content", EXPERIMENT_NOTE)
-    write_views(client, experiment_id, agents, found_tags)
+    write_views(client, experiment_id, agents, found_tags, setting)
     return experiment_id
 
 

@@ -37,7 +37,9 @@ def test_names_are_unique_per_configuration(multirun):
     for steps, parent in parents.items():
         tags = parent.data.tags
         assert f"trainer.steps={steps}" in tags["overrides"].split()
-        assert tags["job"] == names[steps] and tags["config"] == names[steps].replace("-s0", "")
+        assert tags["job"] == names[steps] and len(names[steps]) <= len("hacpo-opt_char+gpt2_bpe-s0-") + 64 + 7
+        assert tags["config"].split("@")[0] == names[steps].replace("-s0", "")  # then the short commit, if any
+        assert tags["setting"] == tags["config"].removeprefix("hacpo-")
         for agent in ("opt_char", "gpt2_bpe"):
             child = client.get_run(jobs[steps]["run_ids"][agent])
             assert child.info.run_name == f"{names[steps]}/{agent}"
@@ -52,17 +54,20 @@ def test_descriptions_hold_overrides_accuracies_and_the_command(multirun):
     summary = jobs[2]
     parent = client.get_run(summary["run_ids"][""])
     text = parent.data.tags["mlflow.note.content"]
-    assert text.splitlines()[0] == f"Overrides: `{parent.data.tags['overrides']}`"
+    assert f"Overrides: `{parent.data.tags['overrides']}`" in text
     assert parent.data.tags["command"].startswith("python -m hacrl_exp.run trainer.steps=2 ")
     assert f"Command: `{parent.data.tags['command']}`" in text
+    results = []
     for agent in ("opt_char", "gpt2_bpe"):
         start, final = (summary["evals"][str(step)][agent]["accuracy/mean"] for step in (0, 2))
-        line = f"- {agent}: {accuracy_text(start)} (step 0) → {accuracy_text(final)} (step 2)"
-        assert line in text
+        results.append(f"{agent} {accuracy_text(start)} → {accuracy_text(final)}")
         child = client.get_run(summary["run_ids"][agent]).data
-        assert f"{accuracy_text(start)} (step 0) → {accuracy_text(final)} (step 2)" in child.tags["mlflow.note.content"]
+        own = f"{results[-1]} (hacpo, 2 steps, seed 0)"
+        assert child.tags["mlflow.note.content"].splitlines()[0] == own
+        assert parent.data.tags[f"gain/{agent}"] == f"{accuracy_text(start)} → {accuracy_text(final)}"
         rounded = round(final, 4)
         assert parent.data.metrics[f"final/accuracy_mean/{agent}"] == rounded == child.metrics["final/accuracy_mean"]
+    assert text.splitlines()[0] == f"{', '.join(results)} (hacpo, 2 steps, seed 0)"  # the result first
     assert "Checkpoint: `" in text and "checkpoints/step_000002" in text
 
 
@@ -96,6 +101,8 @@ def test_models_carry_the_final_metrics_and_are_logged_once(multirun):
         assert step == 2 and linked == {k: (2, v) for k, v in metrics.items()}  # the Models page's values
         assert "final/accuracy_mean" in linked and "eval/accuracy/mean" in linked
         assert "model.md" in [f.path for f in client.list_artifacts(run_id)]  # shown under the run
+        description = client.get_run(run_id).data.tags["mlflow.note.content"]
+        assert found[0].tags["mlflow.note.content"] == description  # the model's page shows its run's description
     # a resumed finished job (its run ids from the checkpoint) logs no model again
     config = preflight([*tiny_overrides("pair", steps=2), f"tracking.uri={uri}"])
     tracker = open_job(config, {}, Path(summary["output_dir"]), summary["run_ids"])

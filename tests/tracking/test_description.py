@@ -1,6 +1,7 @@
-"""The generated run descriptions (hacrl_exp.tracking.description): overrides first, accuracies, folder, command."""
+"""The generated run descriptions (hacrl_exp.tracking.description): the result first, then overrides, folder,
+command."""
 
-from hacrl_exp.tracking.description import agent_description, job_description, start_and_final
+from hacrl_exp.tracking.description import agent_description, gain_text, job_description, start_and_final
 
 TAGS = {
     "method": "gspo",
@@ -19,31 +20,37 @@ HISTORY = {
 }
 
 
-def test_job_description_says_overrides_first_then_accuracies_folder_and_command():
+def test_job_description_says_the_result_first_then_overrides_folder_and_command():
     text = job_description(TAGS, 20, HISTORY, "/runs/x/checkpoints/step_000020")
-    assert text.splitlines()[0] == "Overrides: `algorithm=gspo trainer.steps=20 seed=1`"
-    assert "**gspo** on opt_char + gpt2_bpe, task arithmetic, seed 1, 20 steps." in text
-    assert "- opt_char: 0.4925 (step 0) → 0.6000 (step 20)" in text  # 4 decimals, not 0.6000000000000001
-    assert "- gpt2_bpe: 0.2100 (step 0) → 0.2875 (step 20)" in text
-    assert "Checkpoint: `/runs/x/checkpoints/step_000020`" in text
+    # 4 decimals, not 0.6000000000000001; the result, method, steps and seed on the first line
+    assert text.splitlines()[0] == "opt_char 0.4925 → 0.6000, gpt2_bpe 0.2100 → 0.2875 (gspo, 20 steps, seed 1)"
+    assert "step 0 → step 20; **gspo** on opt_char + gpt2_bpe, task arithmetic." in text
+    assert "Overrides: `algorithm=gspo trainer.steps=20 seed=1`" in text
+    assert text.index("Overrides:") < text.index("Checkpoint: `/runs/x/checkpoints/step_000020`")
     assert text.endswith("Command: `python -m hacrl_exp.run algorithm=gspo trainer.steps=20 seed=1`")
 
 
 def test_agent_description_names_its_job_and_its_folder():
     text = agent_description(TAGS, "gpt2_bpe", 20, HISTORY, "/runs/x/checkpoints/step_000020")
-    assert text.splitlines()[0] == "Overrides: `algorithm=gspo trainer.steps=20 seed=1`"
+    assert text.splitlines()[0] == "gpt2_bpe 0.2100 → 0.2875 (gspo, 20 steps, seed 1)" and "0.4925" not in text
     assert "Agent **gpt2_bpe** of job `gspo-opt_char+gpt2_bpe-s1-trainer.steps=20`" in text
-    assert "0.2100 (step 0) → 0.2875 (step 20)" in text and "0.4925" not in text
+    assert "Overrides: `algorithm=gspo trainer.steps=20 seed=1`" in text
     assert "Checkpoint: `/runs/x/checkpoints/step_000020/agents/gpt2_bpe`" in text
 
 
 def test_description_while_training_and_outside_hydra():
     opening = job_description(TAGS, 20, {}, None)
-    assert "opt_char: not evaluated yet" in opening and "Run folder: `/runs/x` (no final checkpoint yet)" in opening
+    assert opening.startswith("opt_char not evaluated yet, gpt2_bpe not evaluated yet (gspo, 20 steps, seed 1)")
+    assert "Run folder: `/runs/x` (no final checkpoint yet)" in opening
     bare = {k: v for k, v in TAGS.items() if k not in ("overrides", "command")}
     text = job_description(bare, 20, HISTORY, None)
-    assert text.startswith("Overrides: not recorded") and "Command: not recorded" in text
-    assert job_description({**TAGS, "overrides": ""}, 20, HISTORY, None).startswith("Overrides: none (the defaults)")
+    assert "Overrides: not recorded" in text and "Command: not recorded" in text
+    assert "Overrides: none (the defaults)" in job_description({**TAGS, "overrides": ""}, 20, HISTORY, None)
+
+
+def test_gain_text_is_start_to_final():
+    assert gain_text(HISTORY, "opt_char") == "0.4925 → 0.6000"
+    assert gain_text(HISTORY, "nobody") is None
 
 
 def test_start_and_final_skip_steps_without_the_agent():

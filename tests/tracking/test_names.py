@@ -12,8 +12,10 @@ from hacrl_exp.tracking.names import (
     config_name,
     method_name,
     model_name,
+    rerun_name,
     run_name,
     run_tags,
+    short_overrides,
 )
 from hacrl_exp.trainer.runfolder import config_params
 from hacrl_exp.trainer.validate import preflight
@@ -51,6 +53,8 @@ def test_tags_on_every_run():
         "grid": "none",
         "job": "hacpo-opt_char+gpt2_bpe-s2",
         "config": "hacpo-opt_char+gpt2_bpe",
+        "setting": "opt_char+gpt2_bpe",
+        "mlflow.runColor": "#d62728",  # hacpo's colour in every view (and the reports)
     }
     assert run_tags(preflight([]), grid="my_sweep")["grid"] == "my_sweep"  # the Hydra preset / multirun name
     preset = run_tags(preflight(["experiment=paper_table1_tiny"]), grid="ignored")
@@ -104,36 +108,66 @@ def test_algorithms_without_shared_rollouts_drop_sharing_settings(algorithm, cli
 def test_jobs_that_differ_in_a_setting_get_different_names():
     config = preflight([])
     twenty, thirty = run_name(config, ["trainer.steps=20"]), run_name(config, ["trainer.steps=30"])
-    assert twenty == "hacpo-opt_char+gpt2_bpe-s0-trainer.steps=20"
-    assert thirty == "hacpo-opt_char+gpt2_bpe-s0-trainer.steps=30"
+    assert twenty == "hacpo-opt_char+gpt2_bpe-s0-steps=20"
+    assert thirty == "hacpo-opt_char+gpt2_bpe-s0-steps=30"
     assert run_name(config, []) == run_name(config, None) == "hacpo-opt_char+gpt2_bpe-s0"
     # what the name states already, and where or how a job runs, do not lengthen it
     quiet = ["seed=0", "algorithm=hacpo", "+method=hacpo", "mechanisms.omega=true", "trainer.output_dir=/x",
-             "trainer.progress=false", "tracking.uri=sqlite:///m.db", "trainer.threads=1"]  # fmt: skip
+             "trainer.progress=false", "tracking.uri=sqlite\\:////m.db", "trainer.threads=1", "trainer.device=cpu",
+             "agents.members.opt_char.device=cpu", "hydra/launcher=joblib", "executor=ray"]  # fmt: skip
     assert run_name(config, quiet) == "hacpo-opt_char+gpt2_bpe-s0"
     assert run_name(config, ["task.tiers=[add2]", "trainer.steps=20"]) == run_name(
         config, ["trainer.steps=20", "task.tiers=[add2]"]
     )  # order does not matter
-    long = ["agents.members.opt_char.lr=0.002", "trainer.steps=20"]
-    assert re.fullmatch(r"hacpo-opt_char\+gpt2_bpe-s0-[0-9a-f]{6}", run_name(config, long))
-    assert run_name(config, long) != run_name(config, ["agents.members.opt_char.lr=0.003", "trainer.steps=20"])
+    assert run_name(config, ["agents.members.opt_char.lr=0.002", "trainer.steps=20"]) != run_name(
+        config, ["agents.members.opt_char.lr=0.003", "trainer.steps=20"]
+    )
     assert run_name(preflight(["tracking.run_name=mine"]), ["trainer.steps=20"]) == "mine"
 
 
-def test_config_tag_is_the_name_without_the_seed():
+def test_three_ordinary_overrides_read_as_words():
+    three = ["trainer.steps=3", "trainer.group_size=4", "trainer.prompts_per_step=8"]
+    assert run_name(preflight([]), three) == "hacpo-opt_char+gpt2_bpe-s0-group_size=4,prompts_per_step=8,steps=3"
+    # the last key component, with more of the key where two would read alike
+    two = ["agents.members.opt_char.lr=0.002", "agents.members.gpt2_bpe.lr=0.003"]
+    assert short_overrides(two) == ["gpt2_bpe.lr=0.003", "opt_char.lr=0.002"]
+
+
+def test_a_long_list_keeps_64_characters_of_words_then_a_digest():
+    many = [f"agents.members.opt_char.model.{k}=12345678" for k in ("hidden_size", "num_layers", "num_heads")]
+    many += ["trainer.steps=20", "task.path=/data/x y"]  # not plain: counted in the digest only
+    suffix = run_name(preflight([]), many).removeprefix("hacpo-opt_char+gpt2_bpe-s0-")
+    words, digest = suffix.rsplit(",", 1)
+    assert len(words) <= 64 and words.startswith("hidden_size=12345678") and re.fullmatch(r"[0-9a-f]{6}", digest)
+    assert run_name(preflight([]), many[:-1] + ["task.path=/data/z"]) != run_name(preflight([]), many)
+
+
+def test_a_rerun_gets_a_suffix():
+    assert rerun_name("a", set()) == "a" and rerun_name("a", {"a"}) == "a-r2"
+    assert rerun_name("a", {"a", "a-r2", "a-r3"}) == "a-r4"
+
+
+def test_config_tag_is_the_name_without_the_seed_with_the_commit():
     one, two = preflight(["seed=1"]), preflight(["seed=2"])
     assert config_name(one, ["seed=1", "trainer.steps=20"]) == config_name(two, ["seed=2", "trainer.steps=20"])
-    assert config_name(one, ["trainer.steps=20"]) == "hacpo-opt_char+gpt2_bpe-trainer.steps=20"
-    tags = run_tags(one, overrides=["seed=1", "trainer.steps=20"], config_dirs=["/my confs"])
-    assert tags["job"] == "hacpo-opt_char+gpt2_bpe-s1-trainer.steps=20"
-    assert tags["config"] == "hacpo-opt_char+gpt2_bpe-trainer.steps=20"
-    assert tags["overrides"] == "seed=1 trainer.steps=20"
-    assert tags["command"] == "python -m hacrl_exp.run --config-dir '/my confs' seed=1 trainer.steps=20"
+    assert config_name(one, ["trainer.steps=20"]) == "hacpo-opt_char+gpt2_bpe-steps=20"
+    overrides = ["seed=1", "trainer.steps=20", "tracking.uri=sqlite\\:////x.db", "trainer.progress=false"]
+    tags = run_tags(one, overrides=overrides, config_dirs=["/my confs"], commit="9e7b1c8aa")
+    assert tags["job"] == "hacpo-opt_char+gpt2_bpe-s1-steps=20"
+    assert tags["config"] == "hacpo-opt_char+gpt2_bpe-steps=20@9e7b1c8"
+    assert tags["setting"] == "opt_char+gpt2_bpe-steps=20@9e7b1c8"  # no method, no seed
+    assert tags["overrides"] == "seed=1 trainer.steps=20"  # no runtime setting, no Hydra escape
+    assert tags["command"] == (
+        "python -m hacrl_exp.run --config-dir '/my confs' seed=1 trainer.steps=20 'tracking.uri=sqlite\\:////x.db' "
+        "trainer.progress=false"
+    )  # the command runs the job again: every override, as given
+    rerun = run_tags(one, overrides=overrides, job="hacpo-opt_char+gpt2_bpe-s1-steps=20-r2", commit="9e7b1c8aa")
+    assert rerun["config"] == "hacpo-opt_char+gpt2_bpe-steps=20-r2@9e7b1c8"  # never averaged with the first run
     assert "overrides" not in run_tags(one) and "command" not in run_tags(one)  # not a Hydra job: not recorded
 
 
 def test_child_and_model_names():
-    job = "gspo-opt_char+gpt2_bpe-s0-trainer.steps=20"
-    assert agent_run_name(job, "opt_char") == "gspo-opt_char+gpt2_bpe-s0-trainer.steps=20/opt_char"
-    assert model_name(job, "opt_char") == "gspo-opt_char+gpt2_bpe-s0-trainer_steps=20-opt_char"  # MLflow refuses '.'
-    assert model_name("a/b:c%d'e\"f", "x") == "a_b_c_d_e_f-x"
+    job = "gspo-opt_char+gpt2_bpe-s0-steps=20,lr=0.5"
+    assert agent_run_name(job, "opt_char") == "gspo-opt_char+gpt2_bpe-s0-steps=20,lr=0.5/opt_char"
+    assert model_name(job, "opt_char") == "opt_char@gspo-opt_char+gpt2_bpe-s0-steps=20,lr=0_5"  # MLflow refuses '.'
+    assert model_name("a/b:c%d'e\"f", "x") == "x@a_b_c_d_e_f"

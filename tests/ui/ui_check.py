@@ -1,22 +1,27 @@
-"""Look at a store's runs the way a researcher does: start `python -m hacrl_exp.ui` on it, open the links it prints
-in headless Chromium (each in a fresh profile, as a first visit), check what the pages show, and save PNGs.
+"""Look at a store's runs the way a researcher does on a first visit: start `python -m hacrl_exp.ui` on it, open the
+links it prints in headless Chromium at 1440×900 (each in a fresh profile, the panels as a first visit leaves them:
+MLflow's Assistant panel open, the shared-view banner shown), check what a person sees, and save PNGs.
 
     python -m tests.ui.ui_check --store sqlite:////tmp/ui/mlflow.db --out /tmp/ui/shots [--reports reports]
-    pytest --run-ui tests/ui        # the same on a store of two tiny jobs (tests/ui/test_ui_check.py), opt-in
+    pytest tests/ui        # the same on a store of two tiny jobs and a report built from it (tests/ui/test_ui_check.py)
 
-Checks (exit status 1 when any fails, 0 otherwise; each problem is one `ERROR` line on stderr):
-- every printed MLflow link (home, final accuracy, compare configurations, models) opens in "Model training" mode;
-- final accuracy: the job rows show the final/accuracy_mean/<agent> values the MLflow API has, in visible cells;
-- compare configurations: agent runs grouped by agent and config, no "(none)" group, one group per (agent,
-  config) of the store; the visible legend of the expanded eval/accuracy/mean chart names each group's agent;
-- models: the newest job's models, named <job>-<agent>, show the final eval/accuracy/mean (the run's last step);
-- the parent run's description starts with its overrides and holds each agent's final accuracy and the command;
+Checks, on what is drawn (the characters of a cell or legend entry a reader sees: clipped by their boxes and the
+viewport, cut before an ellipsis, not covered), without scrolling unless said (exit status 1 when any fails, each
+problem one `ERROR` line on stderr):
+- every printed MLflow link opens in "Model training" mode, and no page shows mojibake (`Ã`, `Î`, `â€`);
+- final accuracy: on the first screen, every job's row shows a name that tells it apart, its method and seed, and
+  every agent's start → final (tag gain/<agent>, headed by the agent) whole, the final as the MLflow API has it;
+- compare methods: the visible legend of the expanded eval/accuracy/mean chart names each agent run of the setting,
+  and its lines are drawn in the colours of their methods (hacrl_exp.tracking.views.method_colour);
+- compare configurations: agent runs grouped by agent and config, no "(none)" group, the store's (agent, config) pairs;
+- models: each model's visible name starts with its agent (`<agent>@<job>`), and (scrolled to) shows its run's
+  last-step eval/accuracy/mean;
+- a parent run's description (below its tags, as MLflow lays the page out) opens on each agent's start → final;
   the agent run's Artifacts tab lists model.md;
-- the expanded cross/omega chart of the newest job whose agents share rollouts: its visible legend (the text a
-  reader sees, clipped and cut by ellipses as drawn, not the page text) names every agent run;
-- no page shows an error text, the server answers no request with 5xx, and no printed report has a broken image.
-Needs the `ui` extra (playwright) and a Chromium binary (Debian's `chromium`): docs/tracking.md. Not part of the
-default test run: the `ui` marker is skipped unless `pytest --run-ui` or HACRL_RUN_UI=1 asks for it.
+- each printed report: its first screen shows, per agent of the store, the bottom line's sentence saying which method
+  ended (or which tied) highest; no image is broken, and its report.md reads as UTF-8 (no mojibake);
+- no page shows an error text and the server answers no request with 5xx.
+Needs playwright (the `dev` and `ui` extras) and a Chromium binary (Debian's `chromium`; `.ci/run` installs it).
 """
 
 from __future__ import annotations
@@ -34,11 +39,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from urllib.parse import quote
 
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"]  # fmt: skip
 ERROR_TEXTS = ("Something went wrong", "Internal Server Error", "RESOURCE_DOES_NOT_EXIST", "Page not found")
+MOJIBAKE = ("Ã", "Î", "â€", "Â")
+"""UTF-8 read as Latin-1: how `×`, `Δ`, `—` and a no-break space look when a page comes without its charset."""
 CARD = '[data-testid="experiment-view-compare-runs-card"]'
 VISIBLE_TEXT = """el => {
     // the characters of el a reader sees: each clipped by its element's and their ancestors' overflow and by the
@@ -129,9 +135,17 @@ def parse_links(lines: list[str]) -> dict[str, dict[str, str]]:
 
 
 def pick_job(store: str, experiment: str | None) -> dict:
-    """The newest finished job whose agents share rollouts (they log cross/omega), else the newest finished job:
-    its experiment, parent run and agent runs, and the (agent, config) groups of its experiment."""
+    """The newest finished job whose agents share rollouts (they log cross/omega), else the newest finished job: its
+    experiment, parent and agent runs; and of its experiment: the (agent, config) groups, each job's final accuracies
+    and tags, and the agent runs of the setting the "Compare methods" view shows."""
     from mlflow.tracking import MlflowClient
+
+    try:
+        from hacrl_exp.tracking.views import view_setting
+    except ImportError:  # the code before issue 39 (the check is run on it to show what it fails): no setting
+
+        def view_setting(tags) -> None:
+            return None
 
     client = MlflowClient(store)
     experiments = [client.get_experiment_by_name(experiment)] if experiment else client.search_experiments()
@@ -147,13 +161,26 @@ def pick_job(store: str, experiment: str | None) -> dict:
     if not found:
         raise SystemExit(f"no finished training job (a role=parent run with agent runs) in {store}")
     _, _, exp, parent, agents = min(found, key=lambda f: f[:2])
+    exp = client.get_experiment(exp.experiment_id)  # its tags as the UI reads them (the views ui.py wrote)
     all_agents = client.search_runs([exp.experiment_id], "tags.role = 'agent'", max_results=50_000)
-    groups = {(r.data.tags.get("agent"), r.data.tags.get("config")) for r in all_agents}
-    finals = {}
+    setting = view_setting(exp.tags)
+    jobs = {}
     for job in client.search_runs([exp.experiment_id], "tags.role = 'parent'", max_results=50_000):
-        finals[job.info.run_name] = {k: v for k, v in job.data.metrics.items() if k.startswith("final/accuracy_mean/")}
-    last = {a.data.tags["agent"]: last_step_metrics(client, a.info.run_id) for a in agents}
-    return {"experiment": exp, "parent": parent, "agents": agents, "groups": groups, "finals": finals, "last": last}
+        finals = {k: v for k, v in job.data.metrics.items() if k.startswith("final/accuracy_mean/")}
+        jobs[job.info.run_name] = {
+            "finals": finals,
+            "method": job.data.tags.get("method"),
+            "seed": job.data.tags.get("seed"),
+        }
+    return {
+        "experiment": exp,
+        "parent": parent,
+        "agents": agents,
+        "groups": {(r.data.tags.get("agent"), r.data.tags.get("config")) for r in all_agents},
+        "jobs": jobs,
+        "setting_runs": [r for r in all_agents if setting is None or r.data.tags.get("setting") == setting],
+        "last": {a.data.tags["agent"]: last_step_metrics(client, a.info.run_id) for a in agents},
+    }
 
 
 def last_step_metrics(client, run_id: str) -> dict[str, float]:
@@ -164,16 +191,27 @@ def last_step_metrics(client, run_id: str) -> dict[str, float]:
 
 
 class Browser:
-    """Headless Chromium; `page()` opens a fresh profile (no remembered UI mode), every 5xx answer is recorded."""
+    """Headless Chromium; `page()` opens a fresh profile (a first visit: no localStorage, cookies or IndexedDB, so
+    no remembered UI mode or panel), every 5xx answer is recorded. Only the HTTP and compiled-code caches of the
+    previous profile are copied in: what a browser caches is never what a page shows, and MLflow's 10 MB of
+    JavaScript then loads in seconds, not tens of seconds, on a loaded 2-core machine."""
+
+    CACHES = ("Default/Cache", "Default/Code Cache")
 
     def __init__(self, playwright, chromium: str, width: int, height: int) -> None:
         self.playwright, self.chromium, self.viewport = playwright, chromium, {"width": width, "height": height}
         self.contexts, self.failed, self.profiles = [], [], []
 
     def page(self):
-        self.profiles.append(tempfile.mkdtemp(prefix="ui_check_"))
+        profile = tempfile.mkdtemp(prefix="ui_check_")
+        if self.contexts:  # closed first, so that its caches are whole on disk
+            self.contexts[-1].close()
+            for cache in self.CACHES:
+                if (Path(self.profiles[-1]) / cache).is_dir():
+                    shutil.copytree(Path(self.profiles[-1]) / cache, Path(profile) / cache)
+        self.profiles.append(profile)
         context = self.playwright.chromium.launch_persistent_context(
-            self.profiles[-1], executable_path=self.chromium, args=CHROMIUM_FLAGS, viewport=self.viewport
+            profile, executable_path=self.chromium, args=CHROMIUM_FLAGS, viewport=self.viewport
         )
         self.contexts.append(context)
         page = context.new_page()
@@ -182,30 +220,31 @@ class Browser:
 
     def close(self) -> None:
         for context in self.contexts:
-            context.close()
+            context.close()  # closing a closed context does nothing
         for profile in self.profiles:
             shutil.rmtree(profile, ignore_errors=True)
 
 
-def land(page, url: str, wait_for: str, settle_s: float = 4.0) -> list[str]:
-    """Open url, wait for `wait_for`, close the assistant panel and the shared-view banner; the problems seen."""
+def land(page, url: str, wait_for: str, settle_s: float = 1.5) -> list[str]:
+    """Open url and wait for `wait_for`, leaving the panels as a first visit opens them; the problems seen."""
     page.goto(url, wait_until="load")  # the UI polls running runs: "networkidle" may never come
     try:
         page.wait_for_selector(wait_for, timeout=60_000)
     except Exception:  # noqa: BLE001 - reported; the screenshot shows what rendered instead
         return [f"nothing matching {wait_for!r} rendered in 60 s"]
     time.sleep(settle_s)
-    for button in ("mlflow.assistant.chat_panel.close", "mlflow.experiment_page.shared_view.dismiss"):
-        found = page.locator(f'[data-component-id="{button}"]')
-        if found.count() and found.first.is_visible():
-            found.first.click()
-    time.sleep(1)
     return page_errors(page)
 
 
 def page_errors(page) -> list[str]:
     body = page.inner_text("body")
-    return [f"the page shows {text!r}" for text in ERROR_TEXTS if text in body]
+    problems = [f"the page shows {text!r}" for text in ERROR_TEXTS if text in body]
+    return problems + [f"the page shows mojibake {m!r}: {mojibake_context(body, m)!r}" for m in MOJIBAKE if m in body]
+
+
+def mojibake_context(text: str, mark: str) -> str:
+    at = text.index(mark)
+    return text[max(0, at - 30) : at + 30]
 
 
 def model_training_mode(page) -> list[str]:
@@ -255,34 +294,72 @@ def merged_rows(page, columns: list[str]) -> list[dict[str, str]]:
 
 
 def number(text: str | None) -> float | None:
+    """The number a cell shows whole; None for a cut (`…`) or empty cell."""
     try:
-        return float(text.replace("…", "")) if text else None
+        return float(text) if text and "…" not in text else None
     except ValueError:
         return None
 
 
+NAME = "attributes.`Run Name`"
+
+
 def check_final_view(page, url: str, job: dict, out: Path) -> list[str]:
+    """On the first screen, every job's row: a name that tells it from the others, its method and seed, and each
+    agent's start → final accuracy whole (`gain/<agent>`, its header naming the agent), the final as the API has it."""
     problems = land(page, url, ".ag-row") + model_training_mode(page)
     agents = [a.data.tags["agent"] for a in job["agents"]]
-    name_col = "attributes.`Run Name`"
-    columns = [name_col] + [f"metrics.`final/accuracy_mean/{a}`" for a in agents]
+    gains = [f"tags.`gain/{a}`" for a in agents]
     page.screenshot(path=str(out / "runs_table.png"))
-    rows = [r for r in merged_rows(page, columns) if r.get(name_col)]
-    shown = 0
+    headers = visible_texts(page, ".ag-header-cell")
+    problems += [
+        f"no visible column header names {a} (headers: {headers})" for a in agents if f"gain/{a}" not in headers
+    ]
+    rows = [r for r in merged_rows(page, [NAME, "tags.`method`", "tags.`seed`", *gains]) if r.get(NAME)]
+    if len(rows) != len(job["jobs"]):
+        problems.append(f"{len(rows)} job rows drawn on the first screen, not {len(job['jobs'])}")
     for row in rows:
-        expected = job["finals"].get(row[name_col])
-        if expected is None:  # a name cut by an ellipsis: no job to compare with
-            problems.append(f"run name {row[name_col]!r} is not readable in full")
+        shown = row[NAME].rstrip("…")
+        names = [n for n in job["jobs"] if n.startswith(shown)]
+        if len(names) != 1:
+            problems.append(f"run name {row[NAME]!r} does not tell one job ({names})")
             continue
-        for agent in agents:
-            key = f"final/accuracy_mean/{agent}"
-            value = number(row.get(f"metrics.`{key}`"))
-            if key in expected and (value is None or abs(value - expected[key]) > 5e-4):
-                problems.append(f"{row[name_col]}: {key} shows {row.get(f'metrics.`{key}`')!r}, not {expected[key]}")
-            shown += key in expected
-    if not shown:
-        problems.append("no job row shows a final/accuracy_mean/<agent> value")
+        expected = job["jobs"][names[0]]
+        for tag in ("method", "seed"):
+            if row.get(f"tags.`{tag}`") != expected[tag]:
+                problems.append(
+                    f"{names[0]}: the {tag} column shows {row.get(f'tags.`{tag}`')!r}, not {expected[tag]!r}"
+                )
+        for agent, column in zip(agents, gains):
+            final = expected["finals"].get(f"final/accuracy_mean/{agent}")
+            text = row.get(column) or ""
+            value = number(text.split("→")[-1].strip()) if "→" in text else None
+            if final is not None and (value is None or abs(value - final) > 5e-4):
+                problems.append(f"{names[0]}: {agent}'s start → final shows {text!r}, not a final of {final}")
     return problems
+
+
+def check_methods_view(page, url: str, job: dict, out: Path) -> list[str]:
+    """The expanded eval/accuracy/mean chart: a visible legend entry per agent run of the setting, and each run's
+    line in its method's colour."""
+    from hacrl_exp.tracking.views import method_colour
+
+    problems = land(page, url, CARD) + model_training_mode(page)
+    page.screenshot(path=str(out / "methods.png"))
+    runs = job["setting_runs"]
+    problems += expanded_legend(page, "eval/accuracy/mean", [f"{r.info.run_name} (" for r in runs])
+    drawn = set(page.locator('[role="dialog"] .js-plotly-plot .scatterlayer path.js-line').evaluate_all(
+        "paths => paths.map(p => getComputedStyle(p).stroke)"))  # fmt: skip
+    wanted = {rgb(method_colour(r.data.tags["method"])) for r in runs}
+    if drawn != wanted:
+        problems.append(f"the lines are drawn in {sorted(drawn)}, not the methods' colours {sorted(wanted)}")
+    page.screenshot(path=str(out / "methods_chart.png"))
+    return problems
+
+
+def rgb(colour: str) -> str:
+    """'#d62728' as the browser's computed style writes it: 'rgb(214, 39, 40)'."""
+    return "rgb({}, {}, {})".format(*(int(colour[i : i + 2], 16) for i in (1, 3, 5)))
 
 
 def check_compare_view(page, url: str, job: dict, out: Path) -> list[str]:
@@ -293,8 +370,6 @@ def check_compare_view(page, url: str, job: dict, out: Path) -> list[str]:
     problems += [f"an empty group is listed: {t!r}" for t in labels if "(none)" in t]
     if seen != job["groups"]:
         problems.append(f"groups shown {sorted(seen)} differ from the store's (agent, config) {sorted(job['groups'])}")
-    problems += expanded_legend(page, "eval/accuracy/mean", sorted({f"agent: {a}," for a, _ in job["groups"]}))
-    page.screenshot(path=str(out / "compare_chart.png"))
     return problems
 
 
@@ -305,113 +380,114 @@ def expanded_legend(page, metric: str, names: list[str]) -> list[str]:
         return [f"no {metric} chart"]
     card.locator('[data-component-id="fullscreen_button_chartcard"]').click()
     page.wait_for_selector('[role="dialog"] .js-plotly-plot', timeout=30_000)
-    time.sleep(3)
+    time.sleep(2)
     texts = [t for t in visible_texts(page, '[role="dialog"] span') if t.endswith(f"({metric})") or "…" in t]
     missing = [n for n in names if not any(t.startswith(n) for t in texts)]
     return [f"the visible legend of {metric} lacks {missing} (it shows {texts})"] if missing else []
 
 
-SCROLL_RIGHT = "() => { document.querySelector('.ag-body-horizontal-scroll-viewport').scrollLeft += 150 }"
+SCROLL_RIGHT = "() => { document.querySelector('.ag-body-horizontal-scroll-viewport').scrollLeft += 300 }"
 
 
 def check_models(page, url: str, job: dict, out: Path) -> list[str]:
-    """The job's models on the Models page show the run's last-step eval/accuracy/mean and final/accuracy_mean."""
+    """Each model's visible name starts with its agent; scrolled to it, its eval/accuracy/mean is its run's last
+    step's."""
     from hacrl_exp.tracking.names import model_name
 
     problems = land(page, url, ".ag-row") + model_training_mode(page)
-    handle = page.locator('.ag-header-cell[col-id="name"] .ag-header-cell-resize')
-    if handle.count():  # widen the name column as a reader would, to see the agent at its end
-        box = handle.first.bounding_box()
-        page.mouse.move(box["x"] + 2, box["y"] + 5)
-        page.mouse.down()
-        page.mouse.move(box["x"] + 260, box["y"] + 5, steps=5)
-        page.mouse.up()
-    job_name = job["parent"].info.run_name
-    for metric in ("eval/accuracy/mean", "final/accuracy_mean"):  # adjacent columns: both in view at the second
-        column = f'metrics.{{"metricKey":"{metric}"}}'
-        scroll_to(page, column)
-        rows = {n: v for n, v in ((r.get("name"), r.get(column)) for r in merged_rows(page, ["name", column])) if n}
-        for agent, last in job["last"].items():
-            name, final = model_name(job_name, agent), last.get(metric)
-            shown = rows.get(name)
-            if shown is None:
-                problems.append(f"model {name}: no visible {metric} (visible models: {sorted(rows)})")
-            elif final is None or number(shown) is None or abs(number(shown) - final) > 5e-4:
-                problems.append(f"model {name} shows {metric} {shown!r}, not its run's last-step {final}")
     page.screenshot(path=str(out / "models.png"))
+    names = [n for n in (r.get("name") for r in merged_rows(page, ["name"])) if n]
+    if not names:
+        problems.append("the Models page shows no model name")
+    for name in names:
+        if not re.match(r"[\w+-]+@", name):
+            problems.append(f"model name {name!r}: no agent at its start (agent@job)")
+    job_name = job["parent"].info.run_name
+    agents_seen = {n.split("@")[0] for n in names}
+    problems += [f"no visible model name starts with {a}@" for a in job["last"] if a not in agents_seen]
+    column = 'metrics.{"metricKey":"eval/accuracy/mean"}'
+    scroll_to(page, column)
+    rows = {}
+    for row in merged_rows(page, ["name", column]):
+        rows.setdefault(row.get("name"), row.get(column))
+    for agent, last in job["last"].items():
+        shown = {n: v for n, v in rows.items() if n and model_name(job_name, agent).startswith(n.rstrip("…"))}
+        final = last.get("eval/accuracy/mean")
+        if not any(number(v) is not None and abs(number(v) - final) <= 5e-4 for v in shown.values()):
+            problems.append(
+                f"{agent}'s model shows eval/accuracy/mean {sorted(shown.values())}, not its last step's {final}"
+            )
     return problems
 
 
 def scroll_to(page, column: str) -> None:
-    """Scroll the grid right until the header of `column` is drawn whole in view (at most 60 steps)."""
+    """Scroll the grid right until the header of `column` is drawn whole in view (at most 80 steps of 300 px)."""
     header = page.locator(f".ag-header-cell[col-id='{column}']")
-    for _ in range(60):
+    for _ in range(80):
         text = header.first.evaluate(VISIBLE_TEXT) if header.count() else ""
         if text and not text.endswith("…"):
             break
         page.evaluate(SCROLL_RIGHT)
-        time.sleep(0.3)
+        time.sleep(0.2)
     time.sleep(1)
 
 
 def check_runs(page, base: str, job: dict, out: Path) -> list[str]:
-    """The parent's description, the agent's Artifacts tab and model charts, the one-job cross/omega overlay."""
+    """The parent's description opens on each agent's start → final accuracy, visible before any "Show more"; the
+    agent run's Artifacts tab lists model.md."""
     from hacrl_exp.tracking.description import accuracy_text
 
     parent, agent = job["parent"], job["agents"][0]
     mode = "workflowType=machine_learning"
     problems = land(page, f"{base}/runs/{parent.info.run_id}?{mode}", "text=Description")
-    description = page.locator("text=Overrides:").first
-    if not description.count():
-        problems.append("the parent's description has no Overrides line")
-    else:
-        more = page.get_by_text("Show more", exact=True)
-        if more.count():
-            more.first.click()
-            time.sleep(1)
-        text = page.inner_text("body")
-        finals = [accuracy_text(v) for v in job["finals"][parent.info.run_name].values()]
-        wanted = finals + ([parent.data.tags["command"][:60]] if "command" in parent.data.tags else [])
-        problems += [f"the parent's description lacks {w!r}" for w in wanted if w not in text]
     page.screenshot(path=str(out / "parent_overview.png"))
+    finals = job["jobs"][parent.info.run_name]["finals"]
+    arrow = page.locator("p", has_text="→").first  # MLflow draws the description below the tags: scrolled to
+    first = ""
+    try:
+        arrow.wait_for(timeout=15_000)
+        arrow.scroll_into_view_if_needed()
+        time.sleep(0.5)
+        first = arrow.evaluate(VISIBLE_TEXT) or f"(not visible) {arrow.inner_text()}"
+    except Exception:  # noqa: BLE001 - no such paragraph: reported below
+        pass
+    for key, value in finals.items():
+        wanted = f"{key.rsplit('/', 1)[-1]} "
+        if wanted not in first or f"→ {accuracy_text(value)}" not in first:
+            problems.append(f"the description's visible first line {first!r} lacks {wanted}… → {accuracy_text(value)}")
+    page.screenshot(path=str(out / "parent_description.png"))
     problems += land(page, f"{base}/runs/{agent.info.run_id}/artifacts?{mode}", "text=eval")
     if not page.get_by_text("model.md", exact=True).count():
         problems.append("the agent run's Artifacts tab lists no model.md")
     page.screenshot(path=str(out / "agent_artifacts.png"))
-    problems += land(page, f"{base}/runs/{agent.info.run_id}/model-metrics?{mode}", ".js-plotly-plot")
-    page.screenshot(path=str(out / "agent_charts.png"))
-    if any("cross/omega" in a.data.metrics for a in job["agents"]):
-        # one job's agent runs; sorted by name, MLflow does not fetch (and nest them under) their parent
-        one_job = quote(f"tags.mlflow.parentRunId = '{parent.info.run_id}'")
-        by_name = f"orderByKey={quote('tags.`mlflow.runName`')}&orderByAsc=true"
-        problems += land(page, f"{base}/runs?{mode}&compareRunsMode=CHART&searchFilter={one_job}&{by_name}", CARD)
-        page.get_by_placeholder("Search metric charts").fill("cross/omega")
-        time.sleep(3)
-        problems += expanded_legend(page, "cross/omega", [f"{a.info.run_name} (" for a in job["agents"]])
-        page.screenshot(path=str(out / "omega_overlay.png"))
     return problems
 
 
-def check_reports(page, links: dict[str, str], out: Path) -> list[str]:
+def check_reports(page, links: dict[str, str], agents: list[str], out: Path) -> list[str]:
+    """Each printed report: its first screen shows each agent's bottom-line sentence (which method ended highest),
+    no image is broken, and report.md is served as UTF-8 (no mojibake)."""
     problems = []
     for name, url in links.items():
         page.goto(url, wait_until="load")
         time.sleep(1)
         broken = page.evaluate("() => Array.from(document.images).filter(i => !i.naturalWidth).map(i => i.src)")
         problems += [f"report {name}: broken image {src}" for src in broken]
+        for agent in agents:  # the bottom line, an item per agent: "**<agent>.** <method> ended (or … tied) highest, …"
+            item = page.locator("li", has_text=f"{agent}.").first
+            seen = item.evaluate(VISIBLE_TEXT) if item.count() else ""
+            if not (seen.startswith(f"{agent}.") and re.search(r" (ended|tied) highest, at \d", seen)):
+                problems.append(f"report {name}: the first screen shows no sentence saying which method is best for "
+                                f"{agent} (it shows {seen[:120]!r})")  # fmt: skip
+        problems += [f"report {name}: {p}" for p in page_errors(page)]
         page.screenshot(path=str(out / f"report_{name}.png"))
-    return problems
-
-
-def check_home(page, url: str, job: dict, out: Path) -> list[str]:
-    problems = land(page, url, "text=Experiments") + model_training_mode(page)
-    page.screenshot(path=str(out / "home.png"))
+        page.goto(url.rsplit("/", 1)[0] + "/report.md", wait_until="load")
+        problems += [f"report {name}/report.md: {p}" for p in page_errors(page)]
     return problems
 
 
 LINK_CHECKS = {
-    "home": check_home,
     "final accuracy": check_final_view,
+    "compare methods": check_methods_view,
     "compare configurations": check_compare_view,
     "models": check_models,
 }
@@ -424,17 +500,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--experiment", help="experiment name (default: the newest training job's)")
     parser.add_argument("--reports", type=Path, help="reports folder for the UI to serve (default: the repository's)")
     parser.add_argument("--chromium", default="/usr/bin/chromium", help="Chromium binary")
-    parser.add_argument("--width", type=int, default=1600)
-    parser.add_argument("--height", type=int, default=1000)
+    parser.add_argument("--width", type=int, default=1440)
+    parser.add_argument("--height", type=int, default=900)
     args = parser.parse_args(argv)
     from playwright.sync_api import sync_playwright
 
     args.out.mkdir(parents=True, exist_ok=True)
-    job = pick_job(args.store, args.experiment)
+    started = time.monotonic()
     ui, printed = start_ui(args.store, args.reports, args.out / "ui.log")
+    print(f"python -m hacrl_exp.ui answered in {time.monotonic() - started:.0f} s", flush=True)
+    job = pick_job(args.store, args.experiment)  # after the UI wrote its views
     links = parse_links(printed)
     print("\n".join(printed))
     mine = links.get(job["experiment"].name, {})
+    agents = sorted({a.data.tags["agent"] for a in job["agents"]})
     results: dict[str, list[str]] = {}
     try:
         with sync_playwright() as playwright:
@@ -443,10 +522,12 @@ def main(argv: list[str] | None = None) -> int:
                 for label, check in LINK_CHECKS.items():  # each printed link in a fresh profile
                     url = links["mlflow"].get(label) or mine.get(label)
                     missing = [f"python -m hacrl_exp.ui printed no {label!r} link"]
+                    started = time.monotonic()
                     results[label] = check(browser.page(), url, job, args.out) if url else missing
+                    print(f"{label}: checked in {time.monotonic() - started:.0f} s", flush=True)
                 base = links["mlflow"]["home"].split("/#/")[0] + f"/#/experiments/{job['experiment'].experiment_id}"
                 results["runs"] = check_runs(browser.page(), base, job, args.out)
-                results["reports"] = check_reports(browser.page(), links.get("reports", {}), args.out)
+                results["reports"] = check_reports(browser.page(), links.get("reports", {}), agents, args.out)
                 results["server"] = [f"server error: {f}" for f in browser.failed]
             finally:
                 browser.close()
