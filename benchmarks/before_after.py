@@ -1,7 +1,7 @@
 """The GPU check's workload before and after issue 25, side by side in one process, on whatever device is here (a CPU
 analogue of the issue's H200 table: its sizes shrink to what a CPU does in minutes, the vocabulary stays 151,936).
 
-    python -m benchmarks.before_after [--smoke] [--steps 2]
+    python -m benchmarks.before_after [--smoke] [--steps 2] [--no-profile]
 
 before: what the code at 85e0f16 ran: float32 weights under bf16 autocast (mixed_precision=autocast), gradient
         checkpointing, the full log-prob path (every position's float32 logits), generation from the float32 weights.
@@ -43,8 +43,8 @@ SIDES = {
 }  # fmt: skip
 
 
-def measure_side(side: str, sizes, device: torch.device, tokenizer) -> dict:
-    """Generation, step seconds and peak bytes, and the step's top operators, for one side."""
+def measure_side(side: str, sizes, device: torch.device, tokenizer, profile: bool = True) -> dict:
+    """Generation, step seconds and peak bytes, and (with `profile`) the step's top operators, for one side."""
     model_cfg, path = SIDES[side]
     with forced_path(path):  # the scoring of old log-probs and the update both ask for 'auto'
         agents = make_agents(sizes, device, tokenizer, model_cfg, LoraConfig())
@@ -58,7 +58,7 @@ def measure_side(side: str, sizes, device: torch.device, tokenizer) -> dict:
                 seconds.append(train_step(agents, "gspo", sizes, step=s + 1)[0])
 
         peak = resting + allocated_peak(timed_steps)
-        top = profile_step(agents, "gspo", sizes, device, top=8)
+        top = profile_step(agents, "gspo", sizes, device, top=8) if profile else []
     return {"generation": generation, "step_s": sum(seconds) / len(seconds), "peak_bytes": peak,
             "resting_bytes": resting, "top": top}  # fmt: skip
 
@@ -68,6 +68,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (seconds)")
     parser.add_argument("--steps", type=int, default=None, help="timed steps per side (after one warm-up)")
     parser.add_argument("--out", default=str(RESULTS / "before_after.json"))
+    parser.add_argument("--no-profile", action="store_true", help="skip the profiled step (most of a smoke run)")
     args = parser.parse_args(argv)
     started = time.perf_counter()
     sizes = SMOKE if args.smoke else CPU_SIZES
@@ -78,7 +79,7 @@ def main(argv: list[str] | None = None) -> dict:
     tokenizer = synthetic_tokenizer(sizes.vocab)
     results = {}
     for side in SIDES:
-        results[side] = measure_side(side, sizes, device, tokenizer)
+        results[side] = measure_side(side, sizes, device, tokenizer, profile=not args.no_profile)
         r = results[side]
         print(f"  [{side}] {r['generation']['tokens_per_s']:.0f} tokens/s, {r['step_s']:.2f} s/step, "
               f"peak {r['peak_bytes'] / 2**20:.0f} MiB", flush=True)  # fmt: skip
@@ -98,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
         f"{sizes.response_len} tokens, micro-batch {sizes.micro_batch}, h {sizes.hidden} × {sizes.layers} layers, "
         f"V {sizes.vocab:,})",
     )  # fmt: skip
-    for side in SIDES:
+    for side in SIDES if not args.no_profile else ():
         print_table(["operator", "self ms", "share", "calls"],
                     [[t["name"], t["ms"], t["share"], t["calls"]] for t in results[side]["top"]],
                     f"torch.profiler, one GSPO step, {side}: top operators by self CPU time")  # fmt: skip

@@ -52,7 +52,7 @@ def entry_args(name: str, out: Path) -> list[str]:
     json_out = ["--out", str(out / f"{name}.json")]
     steps = ["--steps", "2", "--repeats", "1"]
     table = {
-        "before_after": ["--smoke", "--steps", "1", *json_out],
+        "before_after": ["--smoke", "--steps", "1", "--no-profile", *json_out],  # profile_step: gpu_check's rows
         "collab_cost": [*steps, "--grid", "pair:2", *json_out, *tiny()],
         "default_run": [*json_out, "trainer.steps=1", "trainer.eval_every=0", *tiny()],
         "grader_accuracy": ["--graders", "ours", "--limit", "4", *json_out],
