@@ -253,6 +253,7 @@ VERDICT_STYLE = {  # verdict -> (marker, colour)
     "matched": ("D", "#1f77b4"),
     "refuted": ("X", "#ff7f0e"),
     "not established": ("o", "#7f7f7f"),
+    "untestable (ceiling)": ("s", "#bcbd22"),
 }
 
 

@@ -13,7 +13,7 @@ from scipy.stats import t
 from hacrl_exp.errors import EXIT_BAD_INPUT
 from hacrl_exp.report import rederive as rd
 from hacrl_exp.report.seeds import outlying_seeds, problems_per_agent
-from hacrl_exp.report.stats import BEAT, MATCHED, NOT_ESTABLISHED, REFUTED
+from hacrl_exp.report.stats import BEAT, MATCHED, NOT_ESTABLISHED, REFUTED, refute_p, tost_p
 from hacrl_exp.report.tables import finals, methods_in
 from tests.report.conftest import SETTINGS
 from tests.report.synthetic import STRONG_HACPO_OVER_GSPO_X2, TEN_SEEDS
@@ -67,13 +67,13 @@ def test_hand_values_holm_per_family_ties_and_refuted(hand):
     assert clip.counts == (9, 1, 0)  # the float-noise difference is a tie, not a seed ahead
     # claims family, one comparison: sign-flip, TOST within ±0.0333/2 and Δ ≥ +0.0333, Holm over those 3
     d = STRONG_HACPO_OVER_GSPO_X2
-    mean, se = sum(d) / 10, pd.Series(d).std(ddof=1) / math.sqrt(10)
-    tost = max(t.sf((mean + 0.03333333 / 2) / se, 9), t.cdf((mean - 0.03333333 / 2) / se, 9))
-    refute = t.cdf((mean - 0.03333333) / se, 9)
+    # one test family (issue 38): all three are sign-flip tests; no seed reaches +0.0333, so refute p = 1/1024 exactly;
+    # TOST's upper side: subsets with mean ≥ +0.0167 are ∅ and none else… so its lower side (mean ≤ −0.0167) decides
+    tost, refute = tost_p(d, 0.03333333 / 2), refute_p(d, 0.03333333)
+    assert refute == pytest.approx(1 / 1024) and tost == pytest.approx(59 / 1024)
     assert h1.tests == 3 and h1.counts == (2, 1, 7)
-    ps = sorted([h1.p_sign_flip, tost, refute])
-    assert h1.p_refute_holm == pytest.approx(3 * refute, rel=1e-5) and ps[0] == pytest.approx(refute, rel=1e-5)
-    assert h1.p_tost_holm == pytest.approx(max(3 * refute, 2 * tost), rel=1e-5) and h1.p_tost_holm > 0.05
+    assert h1.p_refute_holm == pytest.approx(3 / 1024) and h1.p_tost_holm == pytest.approx(2 * 59 / 1024)
+    assert h1.p_tost_holm > 0.05
     assert h1.verdict == REFUTED and h1.upper < 0.0333
     text = rd.rederived_markdown(hand, "cmd", list(found.values()), frame, hypotheses, 400)
     h1_line = next(x for x in text.splitlines() if x.startswith("| H1 | opt_char |"))
