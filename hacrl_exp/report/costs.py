@@ -20,6 +20,13 @@ COSTS = ("generated rollouts", "generated tokens", "trained rows", "updates", "f
          "process s")  # fmt: skip
 """The per-agent costs a comparison is judged on, in the order the report lists them."""
 EXTRA = (JOB_PROCESS_SECONDS, "wall-clock s (job)")
+JOB_SECONDS_NOTE = (
+    "The job's process seconds are `time.process_time()` of the job's process from the job's start "
+    "(hacrl_exp/trainer/loop.py). A multirun's joblib workers are reused: runs logged before that start was taken "
+    "per job count the worker's earlier jobs too (the Table-1 grid's 3,212 s for a 79 s job), so compare the "
+    "agent's process seconds, which are per call, across methods."
+)
+"""The note under the Costs table on reused workers' process seconds (issue 38)."""
 EQUAL_WITHIN = 0.005
 """A cost is held equal when A's mean over seeds is B's within ±0.5% (the ratio rounds to 1.00)."""
 

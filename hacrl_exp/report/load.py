@@ -54,7 +54,7 @@ TOTALS = {
     "forward tokens": ("cost/forward_tokens",),
     "backward tokens": ("cost/backward_tokens",),
     "process s": ("cost/process_seconds",),
-    "warm start accuracy": ("warm_start/heldout_accuracy",),
+    "warm start accuracy": ("warm_start/validation_accuracy", "warm_start/heldout_accuracy"),
     "warm start steps": ("warm_start/steps_run",),
 }
 """The totals frame's names → the agent-run metric keys read for them, first one logged wins (the older keys of

@@ -140,7 +140,8 @@ def null_grids(base: float, shift: float, problems: int, seeds: int, draws: int,
 
 
 def type_one_errors(base: float, problems: int, seeds: int = 10, effect: float = 0.0333, alpha: float = 0.05,
-                    draws: int = 2000, seed: int = 0, seed_sd: float = 0.02, run_sd: float = 0.02) -> dict[str, float]:  # fmt: skip
+                    draws: int = 2000, seed: int = 0, seed_sd: float = 0.02,
+                    run_sd: float = 0.02) -> dict[str, float]:  # fmt: skip
     """The rejection rate of each test of the report at its null boundary, on null_grids (a fixed RNG seed):
         difference   μ = 0        two-sided sign-flip p < α    (and the two-sided t-test)
         equivalence  μ = +m       TOST p < α, m = effect / 2    (sign-flip and t)

@@ -158,10 +158,11 @@ def per_seed_markdown(table: pd.DataFrame) -> str:
 def outliers_markdown(flags: pd.DataFrame) -> str:
     """The flagged seeds, or a line saying there are none."""
     if flags.empty:
-        return "No seed lies beyond 3 MADs of its method's seeds."
+        return "No seed lies beyond 3 MADs of its method's seeds, and no run ends below its own start."
     rows = [[r.agent, r.method, r.seed, signed(r.delta), signed(r.median), num(r.mad, 4), num(r.bound, 4),
              r.direction] for r in flags.itertuples()]  # fmt: skip
-    headers = ["agent", "method", "seed", "Δ vs its GSPO run", "median Δ", "MAD", "3 · max(MAD, 1/N)", "side"]
+    headers = ["agent", "method", "seed", "Δ vs its GSPO run (side 'below its start': final − start)", "median Δ",
+               "MAD", "3 · max(MAD, 1/N)", "side"]  # fmt: skip
     return markdown_table(headers, rows)
 
 

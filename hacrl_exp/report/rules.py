@@ -102,8 +102,11 @@ def margin_for(a: str, b: str, rules: Rules) -> Stated | None:
     effect = paper_effect(a, b)
     if effect is None or effect.value == 0:
         return None
-    return Stated(abs(effect.value) / 2.0, f"half the paper's {effect.value:+.4f}, {effect.source} (fixed, not scaled "
-                  "to the task; a baseline with less room than the effect is 'untestable (ceiling)')")
+    return Stated(
+        abs(effect.value) / 2.0,
+        f"half the paper's {effect.value:+.4f}, {effect.source} (fixed, not scaled "
+        "to the task; a baseline with less room than the effect is 'untestable (ceiling)')",
+    )
 
 
 def effect_for(a: str, b: str, rules: Rules) -> Stated | None:
