@@ -140,7 +140,8 @@ class AgentsConfig:
 @dataclass
 class AlgorithmConfig:
     name: str = "hacpo"
-    """hacpo | naive | gspo | gspo_x2 | gspo_update_matched | grpo (hacrl_exp.algo.ALGORITHMS)."""
+    """hacpo | naive | gspo | gspo_x2 | gspo_update_matched | grpo | hacpo_shuffled_partner (the partner-rows control,
+    issue 38) (hacrl_exp.algo.ALGORITHMS)."""
     alpha: float = field(default=1.0, metadata=rng(0, 100))
     """Exponential-IS α on every edge without its own (spec §2.3)."""
     delta: float = field(default=0.2, metadata=rng(0, 1, high_open=True))

@@ -32,12 +32,14 @@ from dataclasses import dataclass
 from hacrl_exp.report.paper import UPDATE_MATCHED, paper_effect
 
 CLAIMS, BASELINES, ABLATIONS = "claims", "baselines", "ablations"
+SHUFFLED = "HACPO (partner rewards shuffled)"
+"""The partner-rows control's label (algorithm hacpo_shuffled_partner): HACPO against it holds rows and updates."""
 FAMILY_TITLES = {
     CLAIMS: "HACPO against each baseline (the paper's claims)",
     BASELINES: "The baselines among themselves",
     ABLATIONS: "HACPO against HACPO with one mechanism off",
 }
-MAIN_METHODS = ("GSPO", UPDATE_MATCHED, "GSPO×2", "GRPO", "Naive", "HACPO")
+MAIN_METHODS = ("GSPO", UPDATE_MATCHED, "GSPO×2", "GRPO", "Naive", SHUFFLED, "HACPO")
 """Order of the main methods; in a comparison A is the later one, so HACPO is always A."""
 
 

@@ -45,6 +45,8 @@ class LearnerParams:
     """Rows with A = 0 and no KL term are not run through the model (their gradient is 0)."""
     passes: int = 1
     """Passes over the batch per step (`Algorithm.passes`): each runs every mini-batch again, u continuing."""
+    shuffle_partner_rewards: bool = False
+    """Its partners' rewards are permuted within the step before it learns (`Algorithm.shuffle_partner_rewards`)."""
 
 
 def learner_params(config: Config, graph: AgentGraph | None = None) -> dict[int, LearnerParams]:
@@ -84,5 +86,6 @@ def learner_params(config: Config, graph: AgentGraph | None = None) -> dict[int,
             kl_aggregation=algo.kl_aggregation,
             max_grad_norm=trainer.max_grad_norm,
             passes=algorithm.passes,
+            shuffle_partner_rewards=algorithm.shuffle_partner_rewards,
         )
     return out

@@ -31,9 +31,10 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
+import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
@@ -63,6 +64,9 @@ log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+SHUFFLE_STREAM = 606
+"""Stream tag of the shuffle control's permutations (np.random.default_rng([seed, tag, …]))."""
+
 # 1-3 ROLLOUT, REWARD, SCORE OWN
 
 
@@ -87,6 +91,20 @@ class SharedRollouts:
     @property
     def group_size(self) -> int:
         return len(self.texts) // (max(self.prompt_index) + 1)
+
+
+def shuffled_rewards(rewards: torch.Tensor, seed: int, step: int, learner: int, source: int) -> torch.Tensor:
+    """The rewards (rows,) permuted over all rows of the step: rewards[π], π a uniform permutation drawn from
+    np.random.default_rng([seed, SHUFFLE_STREAM, step, learner, source]) (a pure function: a resumed run draws the
+    same π). Same multiset of rewards, so the same accuracy; the link between a response and its reward is cut."""
+    order = np.random.default_rng([seed, SHUFFLE_STREAM, step, learner, source]).permutation(len(rewards))
+    return rewards[torch.from_numpy(order)]
+
+
+def with_shuffled_rewards(shared: SharedRollouts, seed: int, step: int, learner: int) -> SharedRollouts:
+    """A partner's rollouts as a shuffle-control learner sees them: texts, log-probs and lengths as sent, rewards
+    permuted within the step (shuffled_rewards)."""
+    return replace(shared, rewards=shuffled_rewards(shared.rewards, seed, step, learner, shared.agent))
 
 
 @dataclass
