@@ -37,9 +37,11 @@ from hacrl_exp.evaluation.markdown import markdown_table
 from hacrl_exp.paths import replace_atomic
 from hacrl_exp.report.claims import hypothesis_rows
 from hacrl_exp.report.compare import Comparison, judged, seed_comparison
+from hacrl_exp.report.costs import comparison_ratios
 from hacrl_exp.report.power import DRAWS, MAX_SEEDS
 from hacrl_exp.report.render import hypotheses_markdown, margins_markdown, outliers_markdown
 from hacrl_exp.report.rules import DEFAULT_RULES, EDGE, Rules, room
+from hacrl_exp.report.sections import mean_pairs, ratios_markdown
 from hacrl_exp.report.seeds import REFERENCE, edge_finals, edge_text, outlying_seeds
 from hacrl_exp.report.stats import BEAT, FELL_SHORT, MATCHED, REFUTED, UNTESTABLE, PairedTest
 from hacrl_exp.report.text import bracket, num, pval, signed
@@ -273,6 +275,14 @@ def every_comparison(found: list[Comparison], frame: pd.DataFrame) -> str:
     return markdown_table(headers, rows)
 
 
+def ratios_text(folder: Path, found: list[Comparison]) -> str:
+    """The cost ratios of every mean-column comparison from tables/cost.csv, or a line saying it is absent."""
+    path = folder / "tables" / "cost.csv"
+    if not path.is_file():
+        return "Not derived: the folder has no tables/cost.csv."
+    return ratios_markdown(comparison_ratios(mean_pairs(found), pd.read_csv(path)))
+
+
 def heldout_problems(folder: Path) -> int | None:
     """The held-out problems of the report's evaluation, from report.md's '(N problems × S seeds)'."""
     report = folder / "report.md"
@@ -324,6 +334,9 @@ def rederived_markdown(folder: Path, command: str, found: list[Comparison], fram
         + f"; N = {problems} held-out problems (report.md).", "",
         outliers_markdown(flags) if problems else "Not derived: report.md does not say how many held-out problems.",
         "", edges, "",
+        "## Cost ratios of every comparison", "",
+        "A's mean over B's (the folder's `tables/cost.csv`): what each comparison held equal, and what it did not.", "",
+        ratios_text(folder, found), "",
     ]  # fmt: skip
     return "\n".join(md)
 

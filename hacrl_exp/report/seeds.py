@@ -92,7 +92,7 @@ def outlying_seeds(final: pd.DataFrame, methods: list[str], problems: dict[str, 
                 continue
             median = _median(list(d.values()))
             mad = _median([abs(x - median) for x in d.values()])
-            bound = OUTLIER_MADS * max(mad, floor)
+            bound = Fraction(OUTLIER_MADS) * max(mad, floor)  # exact: 3.0 · Fraction would be a float
             for seed, delta in d.items():
                 if abs(delta - median) > bound:
                     rows.append((agent, method, int(seed), float(delta), float(median), float(mad), float(bound),

@@ -84,6 +84,11 @@ def test_outlier_on_the_exact_bound_is_not_flagged():
     flags = outlying_seeds(final_frame(rows), ["GSPO", "Naive"], {"opt_char": 400})
     assert list(flags["seed"]) == [0]  # seed 0 (−0.03, 0.05125 from the median) is beyond; seed 9 is on it
     assert as_fraction(flags["bound"].iloc[0]) == as_fraction(33 / 800)
+    # gpt2_bpe Naive − GSPO of the same grid: seed 3 at 9/200 lies on median 3/40 − bound 3/100 (3 · 0.01 as a float
+    # is 0.030000000000000002 < 3/100 would flag it: the factor 3 must be exact too)
+    d = (0.0775, 0.0975, 0.0775, 0.045, 0.085, 0.0625, 0.0725, 0.07, 0.065, 0.09)
+    rows = [("g", "GSPO", s, 0.5) for s in range(10)] + [("g", "Naive", s, 0.5 + x) for s, x in enumerate(d)]
+    assert outlying_seeds(final_frame(rows), ["GSPO", "Naive"], {"g": 400}).empty
 
 
 def test_a_run_below_its_own_start_is_flagged_for_every_method():
