@@ -141,7 +141,7 @@ class AgentsConfig:
 class AlgorithmConfig:
     name: str = "hacpo"
     """hacpo | naive | gspo | gspo_x2 | gspo_update_matched | grpo | hacpo_shuffled_partner (the partner-rows control,
-    issue 38) (hacrl_exp.algo.ALGORITHMS)."""
+    issue 38) | gspo_dynamic (GSPO with dynamic sampling, issue 38) (hacrl_exp.algo.ALGORITHMS)."""
     alpha: float = field(default=1.0, metadata=rng(0, 100))
     """Exponential-IS α on every edge without its own (spec §2.3)."""
     delta: float = field(default=0.2, metadata=rng(0, 1, high_open=True))
@@ -170,6 +170,12 @@ class AlgorithmConfig:
     """batch (paper) | category (our extension: one capability per task category)."""
     grpo_clip_low: float = field(default=0.2, metadata=rng(0, 1))
     grpo_clip_high: float = field(default=0.28, metadata=rng(0, 10))
+    dynamic_target_rows: int = field(default=0, metadata=rng(0, 100_000_000))
+    """gspo_dynamic: rows with a non-zero advantage its batch should hold per step (degenerate groups resampled until
+    then, trainer.step.resample_degenerate); 0: every row of the batch (P·G), at most P·G in any case."""
+    dynamic_max_rounds: int = field(default=4, metadata=rng(0, 1000))
+    """gspo_dynamic: the cap on extra generation rounds per step (each regenerates only the degenerate prompts); a step
+    that ends below its target at the cap logs dynamic/cap_hit = 1."""
 
 
 @dataclass

@@ -36,7 +36,8 @@ from hacrl_exp.report.paper import UPDATE_MATCHED
 from hacrl_exp.tracking.store import check_database_url, default_uri, parse_store_uri
 
 ALGORITHM_LABELS = {"gspo": "GSPO", "gspo_x2": "GSPO×2", "naive": "Naive", "hacpo": "HACPO", "grpo": "GRPO",
-                    "hacpo_shuffled_partner": "HACPO (partner rewards shuffled)"}  # fmt: skip
+                    "hacpo_shuffled_partner": "HACPO (partner rewards shuffled)",
+                    "gspo_dynamic": "GSPO (dynamic sampling)"}  # fmt: skip
 MECHANISM_LABELS = {
     "capability_advantage": "Adv",
     "omega": "ω",

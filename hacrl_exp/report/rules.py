@@ -33,13 +33,15 @@ from hacrl_exp.report.paper import UPDATE_MATCHED, paper_effect
 
 CLAIMS, BASELINES, ABLATIONS = "claims", "baselines", "ablations"
 SHUFFLED = "HACPO (partner rewards shuffled)"
+DYNAMIC = "GSPO (dynamic sampling)"
+"""The row-matched baseline's label (algorithm gspo_dynamic)."""
 """The partner-rows control's label (algorithm hacpo_shuffled_partner): HACPO against it holds rows and updates."""
 FAMILY_TITLES = {
     CLAIMS: "HACPO against each baseline (the paper's claims)",
     BASELINES: "The baselines among themselves",
     ABLATIONS: "HACPO against HACPO with one mechanism off",
 }
-MAIN_METHODS = ("GSPO", UPDATE_MATCHED, "GSPO×2", "GRPO", "Naive", SHUFFLED, "HACPO")
+MAIN_METHODS = ("GSPO", UPDATE_MATCHED, DYNAMIC, "GSPO×2", "GRPO", "Naive", SHUFFLED, "HACPO")
 """Order of the main methods; in a comparison A is the later one, so HACPO is always A."""
 
 

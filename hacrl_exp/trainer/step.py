@@ -195,6 +195,67 @@ def collect_rollouts(
     )
 
 
+def degenerate_prompts(rewards: torch.Tensor, group_size: int) -> list[int]:
+    """The prompts whose G rewards are all equal (rows prompt-major, (P·G,)): their group-relative advantage is 0 for
+    every row, so they train nothing (spec §1.1; DAPO's dynamic sampling replaces them)."""
+    groups = rewards.view(-1, group_size)
+    return torch.nonzero(groups.amax(dim=1) == groups.amin(dim=1)).flatten().tolist()
+
+
+@dataclass
+class Resampled:
+    """What dynamic sampling did in one step: its extra rounds, the rows they generated, and whether the cap hit."""
+
+    rounds: int = 0
+    extra_rows: list[list[int]] = field(default_factory=list)
+    """The response ids of every extra row generated (for cost/generated_*), kept or not."""
+    extra_prompt_ids: list[list[int]] = field(default_factory=list)
+    cap_hit: bool = False
+    informative_rows: int = 0
+
+
+def resample_degenerate(own: SourceRollouts, draw: Callable[[list[int]], SourceRollouts], target_rows: int,
+                        max_rounds: int) -> tuple[SourceRollouts, Resampled]:  # fmt: skip
+    """Dynamic sampling (DAPO-style, issue 38), batch size fixed: while the rows with a non-zero advantage (rows of
+    non-degenerate prompts, degenerate_prompts) are fewer than target_rows and fewer than max_rounds extra rounds
+    ran, draw G fresh responses for every degenerate prompt (draw(prompts) → their rollouts, prompt-major) and put
+    each new group that is not degenerate in its prompt's place. Returns the rollouts (still P·G rows) and what it
+    did; cap_hit when the target was not reached within max_rounds."""
+    g = own.group_size
+    done = Resampled()
+    while True:
+        stale = degenerate_prompts(own.rewards, g)
+        done.informative_rows = len(own.rewards) - g * len(stale)
+        if done.informative_rows >= target_rows or not stale:
+            return own, done
+        if done.rounds >= max_rounds:
+            done.cap_hit = True
+            return own, done
+        new = draw(stale)
+        done.rounds += 1
+        done.extra_rows += new.response_ids
+        done.extra_prompt_ids += new.prompt_ids
+        useful = set(range(len(stale))) - set(degenerate_prompts(new.rewards, g))
+        own = replace_groups(own, new, {stale[q]: q for q in useful}, g)
+
+
+def replace_groups(own: SourceRollouts, new: SourceRollouts, where: dict[int, int], g: int) -> SourceRollouts:
+    """own with prompt p's G rows replaced by new's group q, for every p → q in `where` (prompt_index kept)."""
+    rows = {p * g + i: q * g + i for p, q in where.items() for i in range(g)}
+
+    def pick(mine: list, theirs: list) -> list:
+        return [theirs[rows[r]] if r in rows else x for r, x in enumerate(mine)]
+
+    rewards = own.rewards.clone()
+    for r, t in rows.items():
+        rewards[r] = new.rewards[t]
+    ref = None if own.ref_token_logp is None else pick(own.ref_token_logp, new.ref_token_logp)
+    return replace(own, prompt_ids=pick(own.prompt_ids, new.prompt_ids),
+                   response_ids=pick(own.response_ids, new.response_ids), texts=pick(own.texts, new.texts),
+                   rewards=rewards, old_token_logp=pick(own.old_token_logp, new.old_token_logp),
+                   ref_token_logp=ref)  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # 5-6 EXCHANGE, ADVANTAGE
 

@@ -1,11 +1,18 @@
-"""Issue 38's controls: the partner-rows control (partner rewards shuffled within the step) on hand values and in a
-tiny real run."""
+"""Issue 38's controls: the partner-rows control (partner rewards shuffled within the step) and the dynamic-sampling
+GSPO (degenerate groups regenerated up to a cap), on hand values and in tiny real runs."""
 
 import torch
 
 from hacrl_exp.trainer.loop import sources_for
 from hacrl_exp.trainer.params import learner_params
-from hacrl_exp.trainer.step import SharedRollouts, shuffled_rewards, with_shuffled_rewards
+from hacrl_exp.trainer.step import (
+    SharedRollouts,
+    degenerate_prompts,
+    resample_degenerate,
+    shuffled_rewards,
+    with_shuffled_rewards,
+)
+from hacrl_exp.trainer.step import SourceRollouts as SourceRollout
 from hacrl_exp.trainer.validate import preflight
 from tests.e2e.tiny import tiny_overrides
 
@@ -45,9 +52,64 @@ def test_the_control_trains_a_tiny_pair(tmp_path):
     from hacrl_exp.trainer.loop import train
     from hacrl_exp.trainer.metrics import read_metrics
 
-    config = preflight([*tiny_overrides("pair", 2), "algorithm=hacpo_shuffled_partner", "tracking.backend=none"])
+    config = preflight([*tiny_overrides("pair", 1), "algorithm=hacpo_shuffled_partner", "tracking.backend=none"])
     summary = train(config, tmp_path)
     rows = read_metrics(f"{summary['output_dir']}/metrics.jsonl")
-    assert summary["last_step"] == 2
-    last = [r for r in rows if r["agent"] and r["step"] == 2 and "train/reward_mean" in r]
+    assert summary["last_step"] == 1
+    last = [r for r in rows if r["agent"] and r["step"] == 1 and "train/reward_mean" in r]
     assert len(last) == 2 and all(any(k.startswith("cross/") for k in r) for r in last)  # partner rows came in
+
+
+def own_rollouts(rewards, g=4, tag="a") -> SourceRollout:
+    n = len(rewards)
+    return SourceRollout(
+        agent=0, prompt_index=[r // g for r in range(n)], prompt_ids=[[1]] * n,
+        response_ids=[[ord(tag), r] for r in range(n)], texts=[f"{tag}{r}" for r in range(n)],
+        rewards=torch.tensor(rewards, dtype=torch.float64), old_token_logp=[torch.zeros(2)] * n, sampling=None,
+    )  # fmt: skip
+
+
+def test_degenerate_prompts_and_dynamic_sampling_reach_the_target_or_log_the_cap():
+    # prompts 0 and 2 all wrong / all right: A = 0 for each of their rows
+    own = own_rollouts([0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 1])
+    assert degenerate_prompts(own.rewards, 4) == [0, 2]
+    draws = iter([[0, 0, 0, 0, 0, 1, 0, 0], [1, 0, 0, 0]])  # round 1: prompt 2 fixed; round 2: prompt 0 fixed
+
+    def draw(stale):
+        rewards = next(draws)
+        assert len(rewards) == 4 * len(stale)
+        return own_rollouts(rewards, tag="b")
+
+    out, done = resample_degenerate(own, draw, target_rows=12, max_rounds=5)
+    assert (done.rounds, done.cap_hit, done.informative_rows, len(done.extra_rows)) == (2, False, 12, 12)
+    assert out.rewards.tolist() == [1, 0, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0] and len(out.texts) == 12  # batch size kept
+    assert out.texts[:4] == ["b0", "b1", "b2", "b3"] and out.texts[8:] == ["b4", "b5", "b6", "b7"]
+    assert out.prompt_index == own.prompt_index and degenerate_prompts(out.rewards, 4) == []
+    # the cap: nothing ever becomes informative; 2 rounds, then cap_hit with the target unmet
+    stuck, record = resample_degenerate(own, lambda stale: own_rollouts([0] * 4 * len(stale)), 12, max_rounds=2)
+    assert (record.rounds, record.cap_hit, record.informative_rows) == (2, True, 4)
+    assert torch.equal(stuck.rewards, own.rewards) and stuck.texts == own.texts  # nothing replaced
+    # the target already met: no round; and off (target 0) never draws
+    same, none = resample_degenerate(own, draw, target_rows=4, max_rounds=5)
+    assert same is own and (none.rounds, none.cap_hit) == (0, False)
+
+
+def test_dynamic_gspo_trains_a_tiny_agent_and_counts_its_extra_rollouts(tmp_path):
+    from hacrl_exp.trainer.loop import train
+    from hacrl_exp.trainer.metrics import read_metrics
+
+    config = preflight([*tiny_overrides("solo", 2), "algorithm=gspo_dynamic", "algorithm.dynamic_max_rounds=2",
+                        "tracking.backend=none"])  # fmt: skip
+    params = learner_params(config)[0]
+    assert (params.dynamic_target_rows, params.dynamic_max_rounds) == (16, 2)  # P·G = 4 × 4
+    summary = train(config, tmp_path)
+    rows = [r for r in read_metrics(f"{summary['output_dir']}/metrics.jsonl") if r["agent"] and "dynamic/rounds" in r]
+    assert len(rows) == 2
+    for row in rows:  # each step reached its target or hit its cap, and says which
+        assert row["dynamic/informative_rows"] == 16 or row["dynamic/cap_hit"] == 1.0
+        assert row["dynamic/extra_rollouts"] <= 2 * 16 and 0 <= row["dynamic/rounds"] <= 2
+    extra = sum(r["dynamic/extra_rollouts"] for r in rows)
+    assert summary["counters"]["opt_char"]["rollouts_total"] >= 2 * 16  # the batch's own rows
+    generated = [r["cost/generated_rollouts"] for r in read_metrics(f"{summary['output_dir']}/metrics.jsonl")
+                 if r["agent"] and "cost/generated_rollouts" in r]  # fmt: skip
+    assert generated and generated[-1] == 2 * 16 + extra  # the extra rounds are counted in cost/*
