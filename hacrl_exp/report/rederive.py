@@ -78,12 +78,11 @@ def with_means(found: list[Comparison], final: pd.DataFrame | None) -> list[Comp
     """Each comparison with A's and B's mean over the seeds both have (from `final`); unchanged without it."""
     if final is None:
         return found
-    value = final.set_index(["agent", "method", "seed"]).sort_index()["value"]
+    value = {key: part.groupby("seed")["value"].mean() for key, part in final.groupby(["agent", "method"])}
     out = []
     for c in found:
-        try:
-            a, b = value.loc[(c.agent, c.a)], value.loc[(c.agent, c.b)]
-        except KeyError:
+        a, b = value.get((c.agent, c.a)), value.get((c.agent, c.b))
+        if a is None or b is None:
             out.append(c)
             continue
         seeds = sorted(set(a.index) & set(b.index))
