@@ -32,8 +32,10 @@ def legend(significance: float) -> str:
         f"Verdicts (across seeds, paired by seed; every p Holm-adjusted over all tests of its family, < {significance} "
         f"passes): {SYMBOL['beat']} A above B and {SYMBOL['fell short of']} A below B (sign-flip test); "
         f"{SYMBOL['matched']} matched: equivalent within the comparison's margin (TOST); {SYMBOL['refuted']} refuted: "
-        f"the one-sided upper bound of Δ lies below the hypothesised gain; {SYMBOL['not established']} not "
-        "established (none of these). Columns marked *these runs* test over the problems of the trained runs, "
+        f"the one-sided upper bound of Δ lies below the hypothesised gain; {SYMBOL['untestable (ceiling)']} untestable "
+        "(ceiling): B has less room to 1 (or 0) than the tested effect + 0.02, so matched / refuted would be forced; "
+        f"{SYMBOL['not established']} not established (none of these). All are exact sign-flip tests. "
+        "Columns marked *these runs* test over the problems of the trained runs, "
         "holding them fixed; they do not speak to training randomness and never set a verdict."
     )
 

@@ -7,7 +7,8 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from hacrl_exp.report.compare import Comparison
 from hacrl_exp.report.power import MAX_SEEDS
-from hacrl_exp.report.stats import BEAT, FELL_SHORT, INDISTINGUISHABLE, MATCHED, REFUTED, SYMBOL, Interval
+from hacrl_exp.report.rules import EDGE
+from hacrl_exp.report.stats import BEAT, FELL_SHORT, INDISTINGUISHABLE, MATCHED, REFUTED, SYMBOL, UNTESTABLE, Interval
 
 SNAP = 9
 """Decimals a value is snapped to before rounding: accuracies are k/N, so anything past 1e-9 is float noise."""
@@ -98,6 +99,10 @@ def verdict_phrase(c: Comparison) -> str:
         return f"{SYMBOL[MATCHED]} {c.a} matched {c.b} for {c.agent} (within ±{num(c.margin.value)}{also})"
     if c.verdict == REFUTED:
         return f"{SYMBOL[REFUTED]} {c.a} vs {c.b} for {c.agent}: {refutation(c)}"
+    if c.verdict == UNTESTABLE:
+        tested = f"the hypothesised {signed(c.effect.value)}" if c.effect else f"the margin ±{num(c.margin.value)}"
+        return (f"{SYMBOL[UNTESTABLE]} {c.a} vs {c.b} for {c.agent}: untestable (ceiling): {c.b} ends at "
+                f"{num(c.means[1])}, less room than {tested} + {EDGE}")  # fmt: skip
     tried = ["a difference across seeds"]
     tried += [f"equivalence within ±{num(c.margin.value)}"] if c.margin else []
     tried += [f"a refutation of {signed(c.effect.value)}"] if c.effect else []

@@ -125,3 +125,14 @@ def test_minimum_detectable_effect():
     assert minimum_detectable_effect(0.05, 5, 0.05 / 18) == math.inf
     one, many = minimum_detectable_effect(0.05, 10, 0.05), minimum_detectable_effect(0.05, 10, 0.05 / 18)
     assert 0.0 < one < many < 0.15 and math.isnan(minimum_detectable_effect(0.0, 10, 0.05))
+
+
+def test_the_ceiling_verdict_is_named_in_the_sentences_and_the_headline():
+    from hacrl_exp.report.headline import headline_sentence
+    from hacrl_exp.report.text import verdict_phrase
+
+    d = (-0.0275, -0.005, -0.01, -0.035, 0.005, 0, 0.0125, -0.01, -0.005, -0.0125)
+    c = _comparison(d, 0.985)
+    assert "untestable (ceiling): GSPO×2 ends at 0.985" in verdict_phrase(c)
+    sentence = headline_sentence(c, pd.DataFrame(columns=["agent", "method"]))
+    assert sentence.startswith("⊤ **opt_char**: HACPO vs GSPO×2: untestable (ceiling)") and "room 0.015" in sentence
