@@ -5,7 +5,8 @@ links that land on the results, and the published reports served beside it.
     python -m hacrl_exp.ui --store sqlite:////runs/mlflow.db --port 5050 --open
 
 It starts `mlflow server` for the store on 127.0.0.1:N (default 5000; the server answers after ~20 s), and a small
-static HTTP server for the reports folder (default: the repository's reports/) on 127.0.0.1:N+1 (`--reports-port`).
+static HTTP server for the reports folder (default: the repository's reports/) on 127.0.0.1:N+1 (`--reports-port`;
+hacrl_exp.report.serve: an index at `/`, Markdown and CSV as UTF-8).
 Before that, each training experiment of the store gets two saved views of MLflow's UI (hacrl_exp.tracking.views):
 "Final accuracy" (the runs table with each job's final held-out accuracy per agent, models, method, seed, overrides)
 and "Compare configurations" (agent runs grouped by configuration and agent, in the chart view). It prints one link
@@ -24,15 +25,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
-import http.server
 import os
 import signal
 import socket
 import sqlite3
 import subprocess
 import sys
-import threading
 import time
 import urllib.request
 import webbrowser
@@ -43,6 +41,7 @@ from hacrl_exp.config.flags import check_port_number
 from hacrl_exp.errors import ConfigError, exit_on_bad_input
 from hacrl_exp.paths import private_folder
 from hacrl_exp.repo import REPO_ROOT
+from hacrl_exp.report.serve import serve_reports
 from hacrl_exp.tracking.store import artifact_location, default_uri, parse_store_uri
 from hacrl_exp.tracking.views import COMPARE_VIEW, FINAL_VIEW, home_link, runs_link, write_views
 
@@ -170,19 +169,6 @@ def stop(server: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         os.killpg(server.pid, signal.SIGKILL)
         server.wait()
-
-
-class QuietHandler(http.server.SimpleHTTPRequestHandler):
-    def log_message(self, format, *args) -> None:  # noqa: A002 - the base class's name
-        pass
-
-
-def serve_reports(folder: Path, port: int) -> http.server.ThreadingHTTPServer:
-    """The reports folder as static files on 127.0.0.1:port, from a daemon thread."""
-    handler = functools.partial(QuietHandler, directory=str(folder))
-    server = http.server.ThreadingHTTPServer((HOST, port), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    return server
 
 
 def links(base: str, experiments: list[tuple[str, str, int]], reports: Path | None, reports_base: str) -> list[str]:

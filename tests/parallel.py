@@ -25,6 +25,7 @@ GROUPS = {
     "tests/report/test_report.py": "report_store",  # a module-scoped store of eight tiny runs
     "tests/report/test_inference.py": "synthetic_reports",  # the session-scoped reports of tests/report/conftest.py
     "tests/report/test_layout.py": "synthetic_reports",
+    "tests/report/test_opening.py": "synthetic_reports",
     "tests/report/test_rederive.py": "synthetic_reports",
     "tests/reliability/test_run_integrity.py": "run_integrity",  # a module-scoped finished run
     "tests/reliability/test_resume_history.py": "resume_history",  # a module-scoped finished run

@@ -1,6 +1,8 @@
 """Build a report folder: load the runs, compute the tables, draw the plots, write Markdown + HTML, log to MLflow.
 
 Layout of <output_root>/<name>/: report.md, report.html, plots/*.png, tables/*.csv (the numbers behind the tables).
+The page opens on its bottom line and the claims block, then a table of contents, then the regime and the tables
+(report/layout.py; the opening is computed from the same tables the CSV files hold, report/opening.py).
 The folder is written next to the old one and swapped in at the end, so a failed build never leaves half a report;
 only a folder a report made is replaced (report/folder.py).
 """
@@ -21,7 +23,9 @@ from hacrl_exp.report.compare import Comparison, comparisons, main_pairs
 from hacrl_exp.report.costs import cost_table
 from hacrl_exp.report.folder import check_target, write_folder
 from hacrl_exp.report.headline import headline_markdown, regime_markdown
+from hacrl_exp.report.layout import BOTTOM_LINE, CLAIMS_BLOCK, REGIME, page
 from hacrl_exp.report.load import ReportData, load, mlflow_filter, store_uri
+from hacrl_exp.report.opening import bottom_line, claims_block
 from hacrl_exp.report.rules import ABLATIONS, MAIN_METHODS, Rules
 from hacrl_exp.report.seeds import problems_per_agent, warm_starts
 
@@ -94,40 +98,47 @@ def _write(config: ReportConfig, data: ReportData, out: Path, name: str) -> Repo
     regime = regime_markdown(data.runs, warm_starts(data, b.final), b.problems, b.methods)
     head = headline_markdown(b.found, b.cost, level)
     (out / "headline.md").write_text(f"{regime}\n\n{head}\n\n{legend}\n")
-    md = [f"# Report: {name}", "", regime, "", "## Headline", "", head, "", legend, ""]
-    md += ["## Paired differences", ""] + sections.forest(b)
-    md += ["## The paper's claims as hypotheses", ""]
-    md += ["Each claim is \"A > B\" on the mean held-out accuracy, per agent, with the gain δ it hypothesises (the "
-           "Margins table gives each δ and its source). Verdict from the Holm-adjusted across-seed tests: "
-           "contradicted (A fell short of B), supported (A beat B), refuted (the one-sided upper bound of Δ lies "
-           "below δ), otherwise not established.", ""]  # fmt: skip
-    md += [render.hypotheses_markdown(b.found, b.methods, b.agents, level), ""]
-    md += ["## Costs", ""] + sections.costs(b)
-    md += ["## Per seed", ""] + sections.per_seed(b)
-    md += ["## Margins and hypothesised effects", "", render.margins_markdown(b.found), ""]
     where = f"experiments {config.experiments}" if config.experiments else "all experiments"
     selection = f"{where}, filter `{mlflow_filter(config.tags, config.filter) or 'none'}`"
-    md += ["## Selection", "", render.selection_markdown(data.runs, selection, data.skipped, data.uri), ""]
-    md += ["## Comparisons", ""] + sections.comparisons_by_family(b)
-    md += _table1(b, legend)
-    md += ["## Ablations: HACPO against HACPO with one mechanism off", ""] + sections.ablations(b)
-    md += ["## Learning curves", ""] + sections.curves(b)
-    md += ["## Mechanisms over training", ""] + sections.mechanisms(b)
     plots.cost_curves(data, b.main, out / "plots" / "cost.png", level)
-    md += ["## Rollout cost", "", "![rollout cost: accuracy against rollouts](plots/cost.png)", ""]
-    md += ["## α response", ""] + _alpha_section(config, out) + [""]
-    md += ["## Statistics", ""] + sections.statistics(b)
-    markdown = "\n".join(md)
+    body = [
+        (REGIME, [regime, ""]),
+        ("Headline", [head, "", legend, ""]),
+        ("Paired differences", sections.forest(b)),
+        ("The paper's claims as hypotheses", [
+            "Each claim is \"A > B\" on the mean held-out accuracy, per agent, with the gain δ it hypothesises (the "
+            "Margins table gives each δ and its source). Verdict from the Holm-adjusted across-seed tests: "
+            "contradicted (A fell short of B), supported (A beat B), refuted (the one-sided upper bound of Δ lies "
+            "below δ), otherwise not established.", "",
+            render.hypotheses_markdown(b.found, b.methods, b.agents, level), ""]),
+        ("Costs", sections.costs(b)),
+        ("Per seed", sections.per_seed(b)),
+        ("Margins and hypothesised effects", [render.margins_markdown(b.found), ""]),
+        ("Selection", [render.selection_markdown(data.runs, selection, data.skipped, data.uri), ""]),
+        ("Comparisons", sections.comparisons_by_family(b)),
+        ("Table 1: final held-out accuracy", _table1(b, legend)),
+        ("Ablations: HACPO against HACPO with one mechanism off", sections.ablations(b)),
+        ("Learning curves", sections.curves(b)),
+        ("Mechanisms over training", sections.mechanisms(b)),
+        ("Rollout cost", ["![rollout cost: accuracy against rollouts](plots/cost.png)", ""]),
+        ("α response", [*_alpha_section(config, out), ""]),
+        ("Statistics", sections.statistics(b)),
+    ]  # fmt: skip
+    frame = comparisons_frame(b.found)
+    opening = [
+        (BOTTOM_LINE, bottom_line(frame, accuracy_means(b.accuracy), b.cost)),
+        (CLAIMS_BLOCK, claims_block(frame, out, level, config.significance)),
+    ]
+    markdown = page(f"Report: {name}", opening, body)
     (out / "report.md").write_text(markdown)
     (out / "report.html").write_text(render.to_html(markdown, f"Report: {name}"))
-    _tables(b)
+    _tables(b, frame)
     return Report(out, markdown, b.found, b.accuracy, b.cost, data, f"{regime}\n\n{head}")
 
 
 def _table1(b: sections.Built, legend: str) -> list[str]:
     columns = b.columns
-    md = ["## Table 1: final held-out accuracy", ""]
-    md += [f"Mean over seeds (one value per seed: that run's last evaluation; the base: its step-0 evaluation), with "
+    md = [f"Mean over seeds (one value per seed: that run's last evaluation; the base: its step-0 evaluation), with "
            f"its {b.pct}% percentile bootstrap interval over seeds and problems (both resampled, so it stays inside "
            f"[0, 1]). † a row without per-problem answers in the store: the {b.pct}% t-interval across seeds, cut to "
            "[0, 1].", ""]  # fmt: skip
@@ -140,14 +151,18 @@ def _table1(b: sections.Built, legend: str) -> list[str]:
     return md + [render.delta_markdown(main, columns, b.config.level), ""]
 
 
-def _tables(b: sections.Built) -> None:
-    """The numbers behind the tables, as CSV files in tables/."""
+def accuracy_means(accuracy: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 with each interval replaced by its mean (tables/accuracy.csv)."""
+    return accuracy.map(lambda v: v.mean if isinstance(v, tables.Interval) else v)
+
+
+def _tables(b: sections.Built, comparisons: pd.DataFrame) -> None:
+    """The numbers behind the tables, as CSV files in tables/ (comparisons: `comparisons_frame(b.found)`)."""
     folder, columns = b.out / "tables", b.columns
-    b.accuracy.map(lambda v: v.mean if isinstance(v, tables.Interval) else v).to_csv(folder / "accuracy.csv",
-                                                                                      index=False)  # fmt: skip
+    accuracy_means(b.accuracy).to_csv(folder / "accuracy.csv", index=False)
     intervals_frame(b.accuracy, columns).to_csv(folder / "accuracy_intervals.csv", index=False)
     b.cost.to_csv(folder / "cost.csv", index=False)
-    comparisons_frame(b.found).to_csv(folder / "comparisons.csv", index=False)
+    comparisons.to_csv(folder / "comparisons.csv", index=False)
     hypotheses_frame(b.found, b.methods, b.agents).to_csv(folder / "hypotheses.csv", index=False)
     warm_starts(b.data, b.final).to_csv(folder / "starts.csv", index=False)
 

@@ -19,8 +19,10 @@ from hacrl_exp.paths import check_free_space, check_output, output_error
 
 MARKER = ".hacrl_report"
 """Written into every folder a report creates; only such a folder is replaced by the next report of that name."""
-REPORT_ENTRIES = {"report.md", "report.html", "headline.md", "plots", "tables", "rederived_claims.md", MARKER}
-"""What a report folder holds (rederived_claims.md: `python -m hacrl_exp.report.rederive --write`)."""
+REPORT_ENTRIES = {"report.md", "report.html", "headline.md", "plots", "tables", "rederived_claims.md",
+                  "superseded.json", MARKER}  # fmt: skip
+"""What a report folder holds (rederived_claims.md: `python -m hacrl_exp.report.rederive --write`; superseded.json:
+`python -m hacrl_exp.report.relayout --superseded-by`)."""
 MIN_FREE = 1 << 20
 """Bytes a report needs at least (its plots and tables: a few hundred KiB); less is refused before any run is read."""
 

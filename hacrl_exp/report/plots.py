@@ -257,16 +257,23 @@ VERDICT_STYLE = {  # verdict -> (marker, colour)
 }
 
 
-def forest_plot(rows: list, path: Path, level: float, significance: float) -> Path:
+SCREEN_HEIGHT = 6.0
+"""Inches (660 px at the 110 dpi of `_save`): a figure this tall fits a 1440×900 screen with its heading above it."""
+
+
+def forest_plot(rows: list, path: Path, level: float, significance: float, max_height: float | None = None,
+                what: str = "Paired Δ across seeds") -> Path:  # fmt: skip
     """The paired differences the verdicts rest on, one row per (comparison, agent), top to bottom as given.
 
     rows: (label, per-seed differences, verdict, margin or None, hypothesised effect or None, group). Rows of one
     group (a family) are drawn together, under a rule and its name. Each row: Δ̄ (marker by
     verdict), its `level` t-interval across seeds (thin), its (1 − 2·significance) t-interval (thick: its ends are
-    the one-sided bounds TOST and the refutation test use), the ±margin band (shaded) and δ (an orange tick)."""
+    the one-sided bounds TOST and the refutation test use), the ±margin band (shaded) and δ (an orange tick).
+    max_height (inches) caps the figure's height; more rows then sit closer together. `what` opens the title."""
     from hacrl_exp.report.stats import mean_t_interval
 
-    fig, ax = plt.subplots(figsize=(9, 0.34 * len(rows) + 1.6))
+    height = 0.34 * len(rows) + 1.6
+    fig, ax = plt.subplots(figsize=(9, min(height, max_height or height)))
     for i, (_, d, verdict, margin, effect, group) in enumerate(rows):
         y = len(rows) - 1 - i
         if i == 0 or group != rows[i - 1][5]:
@@ -292,8 +299,7 @@ def forest_plot(rows: list, path: Path, level: float, significance: float) -> Pa
              matplotlib.patches.Patch(color="#1f77b4", alpha=0.12, label="± margin")]  # fmt: skip
     ax.legend([*unique.values(), *extra], [*unique, "δ hypothesised", "± margin"], fontsize=7, loc="best")
     pct, thick = round(100 * level), round(100 * (1 - 2 * significance))
-    ax.set_title(f"Paired Δ across seeds: thin {pct}%, thick {thick}% t-interval (not adjusted); marker: verdict",
-                 fontsize=9)  # fmt: skip
+    ax.set_title(f"{what}: thin {pct}%, thick {thick}% t-interval (not adjusted); marker: verdict", fontsize=9)
     return _save(fig, path)
 
 

@@ -38,6 +38,7 @@ from hacrl_exp.paths import replace_atomic
 from hacrl_exp.report.claims import hypothesis_rows
 from hacrl_exp.report.compare import Comparison, judged, seed_comparison
 from hacrl_exp.report.costs import comparison_ratios
+from hacrl_exp.report.opening import differences
 from hacrl_exp.report.power import DRAWS, MAX_SEEDS
 from hacrl_exp.report.render import hypotheses_markdown, margins_markdown, outliers_markdown
 from hacrl_exp.report.rules import DEFAULT_RULES, EDGE, Rules, room
@@ -88,11 +89,6 @@ def with_means(found: list[Comparison], final: pd.DataFrame | None) -> list[Comp
         seeds = sorted(set(a.index) & set(b.index))
         out.append(replace(c, means=(float(a.loc[seeds].mean()), float(b.loc[seeds].mean()))) if seeds else c)
     return out
-
-
-def differences(text) -> tuple[float, ...]:
-    """The per-seed differences of a `per_seed` cell ('0.0075 -0.005 …')."""
-    return tuple(float(x) for x in str(text).split())
 
 
 def _cell(row, name: str, default=math.nan):

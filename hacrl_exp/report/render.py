@@ -11,6 +11,7 @@ from hacrl_exp.evaluation.markdown import markdown_table
 from hacrl_exp.report.claims import hypothesis_rows, tally
 from hacrl_exp.report.compare import Comparison
 from hacrl_exp.report.costs import COSTS, EXTRA, not_logged
+from hacrl_exp.report.layout import unique_anchors
 from hacrl_exp.report.power import MAX_SEEDS
 from hacrl_exp.report.stats import SYMBOL
 from hacrl_exp.report.tables import BASE
@@ -293,10 +294,21 @@ td:first-child,td:nth-child(2){text-align:left}img{max-width:100%}code{backgroun
 
 
 def to_html(markdown: str, title: str) -> str:
-    """A standalone HTML page of the Markdown (tables enabled); images stay relative links to plots/."""
+    """A standalone HTML page of the Markdown (tables enabled): each heading gets its GitHub id (layout.anchor), so
+    the contents' links resolve; a relative link to another report's report.md opens its report.html; images stay
+    relative links to plots/."""
     from markdown_it import MarkdownIt
 
-    body = MarkdownIt("commonmark").enable("table").render(markdown)
+    parser = MarkdownIt("commonmark").enable("table")
+    tokens = parser.parse(markdown)
+    opened = [i for i, t in enumerate(tokens) if t.type == "heading_open"]
+    for i, id_ in zip(opened, unique_anchors([tokens[i + 1].content for i in opened])):
+        tokens[i].attrSet("id", id_)
+    for token in (child for t in tokens for child in t.children or []):
+        href = str(token.attrGet("href") or "") if token.type == "link_open" else ""
+        if href.endswith("/report.md") and not urlsplit(href).scheme:
+            token.attrSet("href", href.removesuffix(".md") + ".html")
+    body = parser.renderer.render(tokens, parser.options, {})
     return (
         f'<!doctype html>\n<html><head><meta charset="utf-8"><title>{html.escape(title)}</title>'
         f"<style>{CSS}</style></head>\n<body>\n{body}</body></html>\n"

@@ -16,11 +16,15 @@ from tests.report.synthetic import make_data
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_report_opens_with_its_regime_then_the_headline(built):
+def test_the_report_opens_with_its_bottom_line_then_claims_contents_regime_and_headline(built):
     md = built.markdown
-    assert md.startswith("# Report: synthetic\n\n**Regime.** Agents strong, weak on task arithmetic (tiers ")
+    assert md.startswith("# Report: synthetic\n\n## Bottom line\n\n- **strong.** HACPO ended highest, at 0.617 ")
     assert (
-        md.index("**Regime.**")
+        md.index("## Bottom line")
+        < md.index("## The claims at a glance\n")
+        < md.index("![claims: HACPO against each baseline](plots/forest_claims.png)")
+        < md.index("## Contents")
+        < md.index("## Regime\n\n**Regime.** Agents strong, weak on task arithmetic (tiers ")
         < md.index("## Headline")
         < md.index("## Paired differences")
         < md.index("## The paper's claims")
