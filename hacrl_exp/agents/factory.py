@@ -31,7 +31,8 @@ def warm_started_tiny_model(cfg: AgentConfig, task, config: Config, index: int):
     """(model, tokenizer, warm_start metrics) of a tiny agent: built from config, then warm-started (cached by config
     hash). Its initialisation, BPE corpus and warm-start examples are drawn with seed · 1000 + index from the task's
     data seed (task.seed): a job's seed varies them all. Metrics: warm_start/steps_run, and with a target
-    warm_start/heldout_accuracy (the last check's accuracy on the checked subset); {} without a warm start."""
+    warm_start/validation_accuracy (the last check's accuracy on the checked validation problems, never the scored
+    ones: task.validation_per_tier); {} without a warm start."""
     seed = config.seed * 1000 + index
 
     def build() -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
@@ -72,10 +73,10 @@ def warm_started_tiny_model(cfg: AgentConfig, task, config: Config, index: int):
         key["data_seeds"] = [data.seed, data.heldout_seed]
     target = None
     if warm.target_accuracy is not None:
-        problems = check_subset(task.eval_problems(), warm.check_per_category)
+        problems = check_subset(task.validation_problems(data.validation_per_tier), warm.check_per_category)
         max_new = config.rollout.max_new_tokens
         key["target"] = {"accuracy": warm.target_accuracy, "check_every": warm.check_every, "max_new_tokens": max_new}
-        key["target"]["problems"] = [p.id for p in problems]  # eval ids name the tier and the position in it
+        key["target"]["problems"] = [p.id for p in problems]  # 'valid/<tier>/<i>': the validation split, never scored
         measure = partial(greedy_accuracy, problems=problems, grade=task.grade, max_new_tokens=max_new)
         target = AccuracyTarget(warm.target_accuracy, warm.check_every, measure)
     result = warm_start_cached(
@@ -94,7 +95,7 @@ def warm_started_tiny_model(cfg: AgentConfig, task, config: Config, index: int):
     stats = result.stats
     metrics = {"warm_start/steps_run": float(stats.get("steps_run", warm.steps))}
     if stats.get("heldout_accuracy") is not None:
-        metrics["warm_start/heldout_accuracy"] = float(stats["heldout_accuracy"])
+        metrics["warm_start/validation_accuracy"] = float(stats["heldout_accuracy"])
     return result.model, result.tokenizer, metrics
 
 

@@ -39,6 +39,14 @@ class Algorithm:
     min_agents: int = 1
     token_level: bool = False
     """The objective reads per-token old log-probs and uses the GRPO clip range (§3.3)."""
+    dynamic_sampling: bool = False
+    """DAPO-style dynamic sampling (issue 38): degenerate groups (every reward equal: A = 0) are regenerated until the
+    batch holds algorithm.dynamic_target_rows rows with A ≠ 0 or algorithm.dynamic_max_rounds extra rounds ran
+    (hacrl_exp.trainer.step.resample_degenerate); the batch keeps its P·G rows. False: no extra round."""
+    shuffle_partner_rewards: bool = False
+    """Control (issue 38): each partner's rewards are permuted within the step before the learner sees them
+    (hacrl_exp.trainer.step.with_shuffled_rewards), so its partner rows come in but their signal does not; the
+    capability estimates still read the true rewards. False: exactly the algorithm without the control."""
 
 
 ALGORITHMS: dict[str, Algorithm] = {
@@ -51,7 +59,17 @@ ALGORITHMS: dict[str, Algorithm] = {
         Algorithm("gspo", gspo_objective_loss, shares_rollouts=False, capability_baseline=False),
         Algorithm("gspo_x2", gspo_objective_loss, False, False, rollout_multiplier=2),
         Algorithm("gspo_update_matched", gspo_objective_loss, False, False, passes=2),
+        Algorithm("gspo_dynamic", gspo_objective_loss, False, False, dynamic_sampling=True),
         Algorithm("grpo", grpo_objective, shares_rollouts=False, capability_baseline=False, token_level=True),
+        Algorithm(
+            "hacpo_shuffled_partner",
+            hacpo_objective,
+            shares_rollouts=True,
+            capability_baseline=True,
+            weighted_cross=True,
+            min_agents=2,
+            shuffle_partner_rewards=True,
+        ),  # fmt: skip
     )
 }
 

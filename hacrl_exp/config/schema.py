@@ -66,12 +66,13 @@ class WarmStartConfig:
     warmup_steps: int = field(default=0, metadata=rng(0, 1_000_000))
     """Linear learning-rate warm-up steps (the GPT-2 BPE agent needs it at lr 6e-3)."""
     target_accuracy: Optional[float] = field(default=None, metadata=rng(0, 1))
-    """Stop once the greedy held-out accuracy (mean over categories, on the first check_per_category held-out
-    problems of each) reaches this, checked every check_every steps; `steps` is the cap. null: run all steps."""
+    """Stop once the greedy validation accuracy (mean over categories, on the first check_per_category problems of
+    each category of the validation split, task.validation_per_tier: never the scored problems) reaches this, checked
+    every check_every steps; `steps` is the cap. null: run all steps."""
     check_every: int = field(default=25, metadata=rng(1, 1_000_000))
     """Warm-start steps between two checks of target_accuracy (and a check at the cap)."""
     check_per_category: int = field(default=50, metadata=rng(1, 1_000_000))
-    """Held-out problems per category the target_accuracy check answers (a subset, for speed)."""
+    """Validation problems per category the target_accuracy check answers (the first of the validation split)."""
 
 
 @dataclass
@@ -139,7 +140,8 @@ class AgentsConfig:
 @dataclass
 class AlgorithmConfig:
     name: str = "hacpo"
-    """hacpo | naive | gspo | gspo_x2 | gspo_update_matched | grpo (hacrl_exp.algo.ALGORITHMS)."""
+    """hacpo | naive | gspo | gspo_x2 | gspo_update_matched | grpo | hacpo_shuffled_partner (the partner-rows control,
+    issue 38) | gspo_dynamic (GSPO with dynamic sampling, issue 38) (hacrl_exp.algo.ALGORITHMS)."""
     alpha: float = field(default=1.0, metadata=rng(0, 100))
     """Exponential-IS α on every edge without its own (spec §2.3)."""
     delta: float = field(default=0.2, metadata=rng(0, 1, high_open=True))
@@ -168,6 +170,12 @@ class AlgorithmConfig:
     """batch (paper) | category (our extension: one capability per task category)."""
     grpo_clip_low: float = field(default=0.2, metadata=rng(0, 1))
     grpo_clip_high: float = field(default=0.28, metadata=rng(0, 10))
+    dynamic_target_rows: int = field(default=0, metadata=rng(0, 100_000_000))
+    """gspo_dynamic: rows with a non-zero advantage its batch should hold per step (degenerate groups resampled until
+    then, trainer.step.resample_degenerate); 0: every row of the batch (P·G), at most P·G in any case."""
+    dynamic_max_rounds: int = field(default=4, metadata=rng(0, 1000))
+    """gspo_dynamic: the cap on extra generation rounds per step (each regenerates only the degenerate prompts); a step
+    that ends below its target at the cap logs dynamic/cap_hit = 1."""
 
 
 @dataclass
@@ -185,6 +193,10 @@ class TaskConfig:
     scratchpad: bool = True
     """arithmetic: worked column chains then the answer; false = bare answers."""
     eval_per_tier: int = field(default=100, metadata=rng(1, 1_000_000))
+    validation_per_tier: int = field(default=50, metadata=rng(1, 1_000_000))
+    """Problems per category of the validation split (task.validation_problems), never scored: the warm-start target
+    (`warm_start.target_accuracy`) and any other stopping rule read these, the scored problems only the result. Read
+    only when a stopping rule is set, so the default run is unchanged."""
     data_dir: Optional[str] = None
     """math: folder of the JSONL files; default the HACRL_DATA_DIR environment variable."""
     train_file: str = "math_train.jsonl"

@@ -199,8 +199,8 @@ def comparisons_frame(found: list[Comparison]) -> pd.DataFrame:
              "hypothesised_effect": c.effect.value if c.effect else None,
              "effect_source": c.effect.reason if c.effect else None, "upper_bound": c.upper, "p_refute": c.p_refute,
              "p_refute_holm": c.p_refute_holm, "seeds_ahead": ahead, "seeds_tied": tied, "seeds_behind": behind,
-             "power": c.power, "seeds_for_80_power": c.seeds_for_power, "verdict": c.verdict,
-             "runs_verdict": c.runs_verdict}
+             "power": c.power, "seeds_for_80_power": c.seeds_for_power, "minimum_detectable_effect": c.mde,
+             "b_mean": c.means[1], "ceiling": c.ceiling, "verdict": c.verdict, "runs_verdict": c.runs_verdict}
         )  # fmt: skip
     return pd.DataFrame(rows)
 

@@ -8,8 +8,10 @@
 
 Every hypothesis is "A > B by δ" on the mean held-out accuracy, δ its hypothesised effect (the paper's, or the
 user's: hacrl_exp.report.rules). Its verdict follows the comparison's Holm-adjusted across-seed tests:
-contradicted (A fell short of B), supported (A beat B; "smaller than hypothesised" when δ is also refuted), refuted
-(the one-sided upper bound of Δ lies below δ), otherwise not established.
+contradicted (A fell short of B), supported (A beat B; "smaller than hypothesised" when δ is also refuted), untestable
+(ceiling) (B's room to 1 is below δ + rules.EDGE: the runs cannot refute or match δ, rules.untestable), refuted (the
+one-sided upper bound of Δ lies below δ), otherwise not established. All three tests are exact sign-flip tests
+(hacrl_exp.report.stats: "one test family").
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from dataclasses import dataclass
 from hacrl_exp.report.compare import Comparison
 from hacrl_exp.report.load import MECHANISM_LABELS
 from hacrl_exp.report.paper import UPDATE_MATCHED
-from hacrl_exp.report.stats import BEAT, FELL_SHORT
+from hacrl_exp.report.stats import BEAT, FELL_SHORT, UNTESTABLE
 
 SUPPORTED, CONTRADICTED, REFUTED, NOT_ESTABLISHED = "supported", "contradicted", "refuted", "not established"
 SMALLER = "supported, smaller than hypothesised"
@@ -61,6 +63,8 @@ def judge(comparison: Comparison | None) -> str:
         return CONTRADICTED
     if comparison.verdict == BEAT:
         return SMALLER if comparison.refuted else SUPPORTED
+    if comparison.verdict == UNTESTABLE:
+        return UNTESTABLE
     return REFUTED if comparison.refuted else NOT_ESTABLISHED
 
 

@@ -14,8 +14,8 @@ import numpy as np
 import pandas as pd
 
 from hacrl_exp.report.load import HELDOUT, ReportData
-from hacrl_exp.report.power import MAX_SEEDS, RulePower, seeds_for_power
-from hacrl_exp.report.rules import DEFAULT_RULES, Rules, Stated, effect_for, family_of, margin_for
+from hacrl_exp.report.power import MAX_SEEDS, RulePower, minimum_detectable_effect, seeds_for_power
+from hacrl_exp.report.rules import DEFAULT_RULES, Rules, Stated, effect_for, family_of, margin_for, untestable
 from hacrl_exp.report.stats import (
     Interval,
     PairedTest,
@@ -71,18 +71,31 @@ class Comparison:
     seeds_for_power: int | None = None
     """Seeds for 80% power under the same simulation; None: more than power.MAX_SEEDS, or nothing to simulate."""
     means: tuple[float, float] = (math.nan, math.nan)
-    """A's and B's mean over the seeds both have (those of per_seed), so that A − B is the mean Δ; NaN when only the
-    differences are known (rederive)."""
+    """A's and B's mean over the seeds both have (those of per_seed), so that A − B is the mean Δ; rederive reads
+    them from the report's per_seed_accuracy.csv (NaN when absent: then no ceiling rule)."""
+    mde: float = math.nan
+    """Minimum detectable effect: the smallest mean Δ the rule detects with 80% power at these seeds and this SD
+    (hacrl_exp.report.power.minimum_detectable_effect); inf when no grid of n seeds can pass; mean column only."""
+
+    @property
+    def ceiling(self) -> bool:
+        """B's room (to 1, or to 0) is below the effect this comparison tests (rules.untestable)."""
+        return untestable(self.means[1], self.effect, self.margin)
 
     @property
     def verdict(self) -> str:
-        """beat / fell short of / matched / refuted / not established (stats.seed_verdict on the adjusted p's)."""
-        return seed_verdict(self.seeds.mean, self.p_holm, self.p_tost_holm, self.p_refute_holm, self.significance)
+        """beat / fell short of / untestable (ceiling) / matched / refuted / not established (stats.seed_verdict on
+        the adjusted p's and the ceiling rule)."""
+        return seed_verdict(
+            self.seeds.mean, self.p_holm, self.p_tost_holm, self.p_refute_holm, self.significance, self.ceiling
+        )
 
     @property
     def refuted(self) -> bool:
-        """The hypothesised effect is excluded: Holm-adjusted refutation p < significance (also under 'matched')."""
-        return math.isfinite(self.p_refute_holm) and self.p_refute_holm < self.significance
+        """The hypothesised effect is excluded: Holm-adjusted refutation p < significance (also under 'matched'),
+        and B had room for it (not at the ceiling)."""
+        passes = math.isfinite(self.p_refute_holm) and self.p_refute_holm < self.significance
+        return passes and not self.ceiling
 
     @property
     def runs_verdict(self) -> str:
@@ -210,12 +223,15 @@ def adjust(found: list[Comparison]) -> list[Comparison]:
 
 
 def with_power(c: Comparison, draws: int, seed: int = 0) -> Comparison:
-    """The comparison with its power at its seeds and the seeds for 80% power (mean column; draws = 0: none)."""
+    """The comparison with its power at its seeds, the seeds for 80% power and the minimum detectable effect at its
+    seeds (mean column; draws = 0: none)."""
     if c.column != "mean" or draws <= 0 or c.tests == 0:
         return c
-    power = RulePower(c.seeds.mean, c.sd, c.significance / c.tests, draws, seed)
+    threshold = c.significance / c.tests
+    power = RulePower(c.seeds.mean, c.sd, threshold, draws, seed)
     now = power(c.seeds.n) if c.seeds.n <= MAX_SEEDS else math.nan
-    return replace(c, power=now, seeds_for_power=seeds_for_power(power))
+    mde = minimum_detectable_effect(c.sd, c.seeds.n, threshold, draws=draws, seed=seed)
+    return replace(c, power=now, seeds_for_power=seeds_for_power(power), mde=mde)
 
 
 def main_pairs(methods: list[str], order: tuple[str, ...]) -> list[tuple[str, str]]:

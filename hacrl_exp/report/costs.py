@@ -20,6 +20,13 @@ COSTS = ("generated rollouts", "generated tokens", "trained rows", "updates", "f
          "process s")  # fmt: skip
 """The per-agent costs a comparison is judged on, in the order the report lists them."""
 EXTRA = (JOB_PROCESS_SECONDS, "wall-clock s (job)")
+JOB_SECONDS_NOTE = (
+    "The job's process seconds are `time.process_time()` of the job's process from the job's start "
+    "(hacrl_exp/trainer/loop.py). A multirun's joblib workers are reused: runs logged before that start was taken "
+    "per job count the worker's earlier jobs too (the Table-1 grid's 3,212 s for a 79 s job), so compare the "
+    "agent's process seconds, which are per call, across methods."
+)
+"""The note under the Costs table on reused workers' process seconds (issue 38)."""
 EQUAL_WITHIN = 0.005
 """A cost is held equal when A's mean over seeds is B's within ±0.5% (the ratio rounds to 1.00)."""
 
@@ -52,18 +59,39 @@ def not_logged(cost: pd.DataFrame) -> list[str]:
 
 def cost_ratios(cost: pd.DataFrame, agent: str, a: str, b: str) -> dict[str, float]:
     """A's cost over B's for this agent (means over seeds), for each of COSTS both logged."""
-    rows = cost[cost["agent"] == agent].set_index("method")
-    if a not in rows.index or b not in rows.index:
-        return {}
-    out = {}
-    for name in COSTS:
-        top, bottom = rows.at[a, name], rows.at[b, name]
-        if pd.notna(top) and pd.notna(bottom) and bottom > 0:
-            out[name] = float(top / bottom)
-    return out
+    return {n: r for n, r in cost_ratios_of(cost, agent, a, b, COSTS).items() if math.isfinite(r)}
 
 
 def held_equal(ratios: dict[str, float]) -> tuple[list[str], dict[str, float]]:
     """(the costs held equal, {cost: ratio} of those that differed), in COSTS order."""
     equal = [name for name, r in ratios.items() if math.isclose(r, 1.0, abs_tol=EQUAL_WITHIN)]
     return equal, {name: r for name, r in ratios.items() if name not in equal}
+
+
+RATIO_COSTS = ("trained rows", "backward tokens", "updates", "process s")
+"""The costs every comparison's ratio row gives (issue 38): rows and backward tokens are what a learner trains on."""
+
+
+def comparison_ratios(pairs: list[tuple[str, str, str]], cost: pd.DataFrame) -> pd.DataFrame:
+    """(agent, comparison, one column per RATIO_COSTS: A's mean over B's, NaN when either did not log it, and
+    'closest to equal': the cost of process s and backward tokens whose ratio is nearest 1, |log r| smallest) for each
+    (agent, A, B) in `pairs`, in order."""
+    rows = []
+    for agent, a, b in pairs:
+        ratios = cost_ratios_of(cost, agent, a, b, RATIO_COSTS)
+        compute = {n: ratios[n] for n in ("process s", "backward tokens") if math.isfinite(ratios[n])}
+        closest = min(compute, key=lambda n: abs(math.log(compute[n])), default="")
+        rows.append([agent, f"{a} vs {b}", *(ratios[n] for n in RATIO_COSTS), closest])
+    return pd.DataFrame(rows, columns=["agent", "comparison", *RATIO_COSTS, "compute closest to equal"])
+
+
+def cost_ratios_of(cost: pd.DataFrame, agent: str, a: str, b: str, names) -> dict[str, float]:
+    """A's mean cost over B's for this agent, for each of `names`: NaN where either is missing or B's is 0."""
+    rows = cost[cost["agent"] == agent].set_index("method")
+    out = dict.fromkeys(names, math.nan)
+    if a in rows.index and b in rows.index:
+        for name in (n for n in names if n in rows.columns):
+            top, bottom = rows.at[a, name], rows.at[b, name]
+            if pd.notna(top) and pd.notna(bottom) and bottom > 0:
+                out[name] = float(top / bottom)
+    return out

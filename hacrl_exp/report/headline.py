@@ -13,9 +13,9 @@ import pandas as pd
 from hacrl_exp.evaluation.markdown import markdown_table
 from hacrl_exp.report.compare import Comparison
 from hacrl_exp.report.costs import cost_ratios, held_equal, not_logged
-from hacrl_exp.report.rules import CLAIMS, MAIN_METHODS
+from hacrl_exp.report.rules import CLAIMS, EDGE, MAIN_METHODS, room
 from hacrl_exp.report.seeds import grading_policy, seed_roles
-from hacrl_exp.report.stats import BEAT, FELL_SHORT, MATCHED, NOT_ESTABLISHED, REFUTED, SYMBOL
+from hacrl_exp.report.stats import BEAT, FELL_SHORT, MATCHED, NOT_ESTABLISHED, REFUTED, SYMBOL, UNTESTABLE
 from hacrl_exp.report.text import bracket, num, p_is, pval, refutation, seeds_phrase, signed
 
 SHORT = {"generated rollouts": "rollouts", "generated tokens": "gen. tokens", "trained rows": "rows",
@@ -70,6 +70,10 @@ def headline_sentence(c: Comparison, cost: pd.DataFrame) -> str:
         text += f"; {refutation(c)}" if c.refuted else ""
     elif c.verdict == REFUTED:
         text = f"{c.a} vs {c.b}: {refutation(c)}; {numbers}"
+    elif c.verdict == UNTESTABLE:
+        tested = c.effect.value if c.effect else c.margin.value
+        text = (f"{c.a} vs {c.b}: untestable (ceiling), {c.b}'s room {num(room(b, tested, c.effect is None))} is below "
+                f"the tested {num(abs(tested))} + {EDGE}; {numbers}")  # fmt: skip
     else:
         text = f"{c.a} vs {c.b}: not established; {numbers}; sign-flip Holm {p_is(c.p_holm)}"
     costs = f" Held equal: {held}" + (f"; {differed}" if differed else "") + "."

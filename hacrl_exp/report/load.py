@@ -35,7 +35,9 @@ from hacrl_exp.errors import ConfigError
 from hacrl_exp.report.paper import UPDATE_MATCHED
 from hacrl_exp.tracking.store import check_database_url, default_uri, parse_store_uri
 
-ALGORITHM_LABELS = {"gspo": "GSPO", "gspo_x2": "GSPO×2", "naive": "Naive", "hacpo": "HACPO", "grpo": "GRPO"}
+ALGORITHM_LABELS = {"gspo": "GSPO", "gspo_x2": "GSPO×2", "naive": "Naive", "hacpo": "HACPO", "grpo": "GRPO",
+                    "hacpo_shuffled_partner": "HACPO (partner rewards shuffled)",
+                    "gspo_dynamic": "GSPO (dynamic sampling)"}  # fmt: skip
 MECHANISM_LABELS = {
     "capability_advantage": "Adv",
     "omega": "ω",
@@ -54,7 +56,7 @@ TOTALS = {
     "forward tokens": ("cost/forward_tokens",),
     "backward tokens": ("cost/backward_tokens",),
     "process s": ("cost/process_seconds",),
-    "warm start accuracy": ("warm_start/heldout_accuracy",),
+    "warm start accuracy": ("warm_start/validation_accuracy", "warm_start/heldout_accuracy"),
     "warm start steps": ("warm_start/steps_run",),
 }
 """The totals frame's names → the agent-run metric keys read for them, first one logged wins (the older keys of

@@ -24,7 +24,7 @@ from hacrl_exp.report import plots
 from hacrl_exp.report.costs import COSTS, cost_ratios, held_equal
 from hacrl_exp.report.headline import HEADLINE_ORDER
 from hacrl_exp.report.rules import MAIN_METHODS
-from hacrl_exp.report.stats import BEAT, FELL_SHORT, MATCHED, REFUTED
+from hacrl_exp.report.stats import BEAT, FELL_SHORT, MATCHED, REFUTED, UNTESTABLE
 from hacrl_exp.report.tables import BASE
 from hacrl_exp.report.text import num, pval, signed
 
@@ -114,6 +114,7 @@ def holds_sentence(agent: str, comparisons: pd.DataFrame) -> str:
     rows = sorted((r for _, r in mine.iterrows()), key=family_order)
     holds = [r for r in rows if r["verdict"] in HOLDS]
     refuted = [r for r in rows if r["verdict"] == REFUTED]
+    ceiling = [r for r in rows if r["verdict"] == UNTESTABLE]
     how = verdicts_are(comparisons, int(mine["seeds"].max()) if len(mine) else 0)
     if holds:
         text = f"What holds ({len(holds)} of {len(mine)} comparisons, {how}): {'; '.join(map(holds_phrase, holds))}"
@@ -122,8 +123,11 @@ def holds_sentence(agent: str, comparisons: pd.DataFrame) -> str:
     if refuted:
         gains = [f"{r['a']} over {r['b']} by {signed(_value(r, 'hypothesised_effect'))}" for r in refuted]
         text += f"; refuted at the hypothesised size: {_join(gains)}"
-    rest = len(mine) - len(holds) - len(refuted)
-    if rest and (holds or refuted):  # with neither, "no difference holds" already says it
+    if ceiling:
+        pairs = [f"{r['a']} vs {r['b']}" for r in ceiling]
+        text += f"; untestable at the ceiling: {_join(pairs)}"
+    rest = len(mine) - len(holds) - len(refuted) - len(ceiling)
+    if rest and (holds or refuted or ceiling):  # with neither, "no difference holds" already says it
         text += f"; {rest} {'is' if rest == 1 else 'are'} not established"
     return f"{text}."
 

@@ -253,6 +253,7 @@ VERDICT_STYLE = {  # verdict -> (marker, colour)
     "matched": ("D", "#1f77b4"),
     "refuted": ("X", "#ff7f0e"),
     "not established": ("o", "#7f7f7f"),
+    "untestable (ceiling)": ("s", "#bcbd22"),
 }
 
 
@@ -319,7 +320,8 @@ def outlier_curves(data: ReportData, flags: pd.DataFrame, path: Path, reference:
         base = base[base["seed"] == flag.seed]
         same = f"{reference}, same seed"
         ax.plot(base["step"], base["accuracy"], color=colour_of(reference), linestyle="--", label=same)
-        title = f"{flag.agent} {flag.method} seed {flag.seed}: Δ {flag.delta:+.3f} vs its {reference} run"
+        against = "its start" if flag.direction == "below its start" else f"its {reference} run"
+        title = f"{flag.agent} {flag.method} seed {flag.seed}: Δ {flag.delta:+.3f} vs {against}"
         ax.set_title(title, fontsize=8)
         ax.set_xlabel("training step", fontsize=8)
         ax.set_ylabel("held-out accuracy", fontsize=8)

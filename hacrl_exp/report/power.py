@@ -101,3 +101,77 @@ def seeds_for_power(power: RulePower, target: float = 0.8) -> int | None:
         else:
             low = middle + 1
     return high
+
+
+def minimum_detectable_effect(
+    sd: float, n: int, threshold: float, target: float = 0.8, draws: int = DRAWS, seed: int = 0
+) -> float:
+    """The minimum detectable effect at n seeds: the smallest mean μ ≥ 0 of the per-seed differences
+    (d_s ~ Normal(μ, sd)) whose rule power (RulePower at `threshold`) reaches `target`, by bisection on μ to
+    0.1% of sd. NaN without a finite sd > 0; inf when no grid of n seeds can pass (2/2^n ≥ threshold) or even
+    μ = 20 sd does not reach the target."""
+    if not (math.isfinite(sd) and sd > 0.0) or n < 1:
+        return math.nan
+    if 2.0 / 2.0**n >= threshold:
+        return math.inf
+
+    def power(mu: float) -> float:
+        return RulePower(mu, sd, threshold, draws, seed)(n)
+
+    low, high = 0.0, 20.0 * sd
+    if power(high) < target:
+        return math.inf
+    while high - low > 1e-3 * sd:
+        middle = (low + high) / 2.0
+        low, high = (low, middle) if power(middle) >= target else (middle, high)
+    return high
+
+
+def null_grids(base: float, shift: float, problems: int, seeds: int, draws: int, rng: np.random.Generator,
+               seed_sd: float, run_sd: float) -> np.ndarray:  # fmt: skip
+    """Per-seed differences d = A − B of `draws` simulated grids (draws, seeds), bounded and tied like the grids':
+    a seed's warm start q_s = base + seed_sd · z_s (shared by A and B, as a paired seed is); each run's accuracy
+    Binomial(problems, clip(q_s + run_sd · u + shift for A, 0, 1)) / problems, so accuracies are in steps of
+    1/problems and ties happen."""
+    q = base + seed_sd * rng.standard_normal((draws, seeds))
+    b = rng.binomial(problems, np.clip(q + run_sd * rng.standard_normal(q.shape), 0.0, 1.0)) / problems
+    a = rng.binomial(problems, np.clip(q + shift + run_sd * rng.standard_normal(q.shape), 0.0, 1.0)) / problems
+    return a - b
+
+
+def type_one_errors(base: float, problems: int, seeds: int = 10, effect: float = 0.0333, alpha: float = 0.05,
+                    draws: int = 2000, seed: int = 0, seed_sd: float = 0.02,
+                    run_sd: float = 0.02) -> dict[str, float]:  # fmt: skip
+    """The rejection rate of each test of the report at its null boundary, on null_grids (a fixed RNG seed):
+        difference   μ = 0        two-sided sign-flip p < α    (and the two-sided t-test)
+        equivalence  μ = +m       TOST p < α, m = effect / 2    (sign-flip and t)
+        refutation   μ = δ        one-sided p < α, δ = effect   (sign-flip and t)
+    A valid test rejects in at most α of the grids (up to the Monte Carlo SE √(α(1 − α)/draws)). Grids with no
+    spread (every seed the same difference) are counted as not rejected, as the report does (NaN p)."""
+    from scipy.stats import t
+
+    from hacrl_exp.report.stats import flip_tail
+
+    rng = np.random.default_rng(seed)
+    margin = effect / 2.0
+
+    def spread(d: np.ndarray) -> np.ndarray:
+        return d.std(axis=1, ddof=1) > 0.0
+
+    def t_stat(d: np.ndarray, shift: float) -> np.ndarray:
+        se = d.std(axis=1, ddof=1) / math.sqrt(d.shape[1])
+        return (d.mean(axis=1) - shift) / np.where(se > 0, se, np.inf)
+
+    out = {}
+    d = null_grids(base, 0.0, problems, seeds, draws, rng, seed_sd, run_sd)
+    out["difference, sign-flip"] = float(np.mean(flip_tail(d, "two") < alpha))
+    out["difference, t"] = float(np.mean(spread(d) & (2 * t.sf(np.abs(t_stat(d, 0.0)), seeds - 1) < alpha)))
+    d = null_grids(base, margin, problems, seeds, draws, rng, seed_sd, run_sd)
+    flip = np.maximum(flip_tail(d + margin, "greater"), flip_tail(d - margin, "less"))
+    t_p = np.maximum(t.sf(t_stat(d, -margin), seeds - 1), t.cdf(t_stat(d, margin), seeds - 1))
+    out["equivalence, sign-flip"] = float(np.mean(spread(d) & (flip < alpha)))
+    out["equivalence, t"] = float(np.mean(spread(d) & (t_p < alpha)))
+    d = null_grids(base, effect, problems, seeds, draws, rng, seed_sd, run_sd)
+    out["refutation, sign-flip"] = float(np.mean(spread(d) & (flip_tail(d - effect, "less") < alpha)))
+    out["refutation, t"] = float(np.mean(spread(d) & (t.cdf(t_stat(d, effect), seeds - 1) < alpha)))
+    return out

@@ -33,8 +33,10 @@ def legend(significance: float) -> str:
         f"Verdicts (across seeds, paired by seed; every p Holm-adjusted over all tests of its family, < {significance} "
         f"passes): {SYMBOL['beat']} A above B and {SYMBOL['fell short of']} A below B (sign-flip test); "
         f"{SYMBOL['matched']} matched: equivalent within the comparison's margin (TOST); {SYMBOL['refuted']} refuted: "
-        f"the one-sided upper bound of Δ lies below the hypothesised gain; {SYMBOL['not established']} not "
-        "established (none of these). Columns marked *these runs* test over the problems of the trained runs, "
+        f"the one-sided upper bound of Δ lies below the hypothesised gain; {SYMBOL['untestable (ceiling)']} untestable "
+        "(ceiling): B has less room to 1 (or 0) than the tested effect + 0.02, so matched / refuted would be forced; "
+        f"{SYMBOL['not established']} not established (none of these). All are exact sign-flip tests. "
+        "Columns marked *these runs* test over the problems of the trained runs, "
         "holding them fixed; they do not speak to training randomness and never set a verdict."
     )
 
@@ -159,10 +161,11 @@ def per_seed_markdown(table: pd.DataFrame) -> str:
 def outliers_markdown(flags: pd.DataFrame) -> str:
     """The flagged seeds, or a line saying there are none."""
     if flags.empty:
-        return "No seed lies beyond 3 MADs of its method's seeds."
+        return "No seed lies beyond 3 MADs of its method's seeds, and no run ends below its own start."
     rows = [[r.agent, r.method, r.seed, signed(r.delta), signed(r.median), num(r.mad, 4), num(r.bound, 4),
              r.direction] for r in flags.itertuples()]  # fmt: skip
-    headers = ["agent", "method", "seed", "Δ vs its GSPO run", "median Δ", "MAD", "3 · max(MAD, 1/N)", "side"]
+    headers = ["agent", "method", "seed", "Δ vs its GSPO run (side 'below its start': final − start)", "median Δ",
+               "MAD", "3 · max(MAD, 1/N)", "side"]  # fmt: skip
     return markdown_table(headers, rows)
 
 

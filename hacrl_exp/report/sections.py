@@ -15,9 +15,10 @@ from hacrl_exp.algo.algorithms import ALGORITHMS
 from hacrl_exp.config.report_schema import ReportConfig
 from hacrl_exp.report import plots, render
 from hacrl_exp.report.compare import Comparison
+from hacrl_exp.report.costs import JOB_SECONDS_NOTE, comparison_ratios
 from hacrl_exp.report.load import ReportData
 from hacrl_exp.report.rules import ABLATIONS, BASELINES, CLAIMS, FAMILY_TITLES
-from hacrl_exp.report.seeds import outlying_seeds, per_seed_accuracy
+from hacrl_exp.report.seeds import edge_finals, edge_text, outlying_seeds, per_seed_accuracy
 from hacrl_exp.report.tables import BASE, diagnostics_table
 
 
@@ -75,8 +76,26 @@ def costs(b: Built) -> list[str]:
         "updates, forward and backward tokens, the agent's process seconds (CPU/GPU time, not wall-clock), the job's "
         "process seconds, and the job's wall-clock training seconds (depends on the machine's load: for reference "
         "only). A comparison holds a cost equal when A's mean is B's within ±0.5%.", "",
-        render.cost_markdown(b.cost), "",
+        render.cost_markdown(b.cost), "", JOB_SECONDS_NOTE, "",
+        "Every comparison's cost ratios (A's over B's, means over seeds): trained rows and backward tokens are what a "
+        "learner trains on; the last column names which of process s and backward tokens is held closest to equal.",
+        "", ratios_markdown(comparison_ratios(mean_pairs(b.found), b.cost)), "",
     ]  # fmt: skip
+
+
+def mean_pairs(found: list[Comparison]) -> list[tuple[str, str, str]]:
+    """(agent, A, B) of every mean-column comparison, in report order."""
+    return [(c.agent, c.a, c.b) for c in found if c.column == "mean"]
+
+
+def ratios_markdown(ratios: pd.DataFrame) -> str:
+    """The comparison_ratios table: ratios to 2 decimals ('not logged' when NaN)."""
+    from hacrl_exp.evaluation.markdown import markdown_table
+    from hacrl_exp.report.text import num
+
+    rows = [[*r[:2], *(num(x, 2) if x == x else "not logged" for x in r[2:-1]), r[-1] or "n/a"]
+            for r in ratios.itertuples(index=False)]  # fmt: skip
+    return markdown_table(list(ratios.columns), rows) if rows else "No comparison."
 
 
 def per_seed(b: Built) -> list[str]:
@@ -88,8 +107,9 @@ def per_seed(b: Built) -> list[str]:
     md = [f"Final held-out accuracy (mean over categories) of every run; `{BASE}` is the step-0 start.", "",
           render.per_seed_markdown(table), "", "### Outlying seeds", "",
           "A seed is flagged when its Δ against its own GSPO run lies more than 3 MADs (unscaled; at least one "
-          "problem's share of the accuracy, 1/N) from the median Δ of its method's seeds.", "",
-          render.outliers_markdown(flags), ""]  # fmt: skip
+          "problem's share of the accuracy, 1/N) from the median Δ of its method's seeds (exact fractions), and a "
+          "run is flagged when it ends below its own start (side 'below its start').", "",
+          render.outliers_markdown(flags), "", edge_text(edge_finals(b.final, b.methods)), ""]  # fmt: skip
     if not flags.empty:
         plots.outlier_curves(b.data, flags, b.out / "plots" / "outlying_seeds.png")
         md += ["![outlying seeds: their curves](plots/outlying_seeds.png)", ""]

@@ -17,12 +17,17 @@ Across seeds, paired by seed (the primary test: d_s = A_s − B_s, one differenc
     sign-flip p          exact permutation test of "d is symmetric about 0": p = #{ε ∈ {±1}^n : |Σ ε_i d_i| ≥ |Σ d_i|}
                          / 2^n (all 2^n sign assignments; valid for any n ≥ 1; smallest possible p is 2/2^n)
     Holm                 p_(1) ≤ … ≤ p_(m) sorted; adjusted p_(i) = max_{j ≤ i} min(1, (m − j + 1) · p_(j))
-    TOST                 equivalence within ±m: p = max(P[T_{n−1} ≥ (d̄ + m)/(s_d/√n)], P[T_{n−1} ≤ (d̄ − m)/(s_d/√n)]);
-                         "matched" when its Holm-adjusted p < α (unadjusted: the (1 − 2α) t-interval inside (−m, m));
-                         NaN if s_d = 0
-    one-sided bound      upper = d̄ + t_{1−α, n−1} · s_d/√n (α = significance): the one-sided (1 − α) upper bound
-    refutation p         H0: μ ≥ δ (the hypothesised effect) against μ < δ: p = P[T_{n−1} ≤ (d̄ − δ)/(s_d/√n)];
-                         "refuted" when p < α (⟺ upper < δ); NaN if s_d = 0
+    one-sided sign-flip  H0: d symmetric about μ0 with μ ≥ μ0 ("less") or μ ≤ μ0 ("greater"); x = d − μ0:
+                         p_less = #{ε : Σ ε_i x_i ≤ Σ x_i} / 2^n = #{K ⊆ seeds : K = ∅ or mean_K d ≥ μ0} / 2^n
+                         (flipping the seeds K), p_greater likewise with ≥ / ≤; smallest possible p is 1/2^n
+    TOST                 equivalence within ±m, two one-sided sign-flip tests:
+                         p = max(p_greater(d, −m), p_less(d, +m)); "matched" when its Holm-adjusted p < α
+    one-sided bound      upper = v_k, the k-th largest of the 2^n values {+∞ (K = ∅)} ∪ {mean_K d}, k = ⌈α · 2^n⌉:
+                         the sign-flip test inverted, so p_less(d, δ) < α ⟺ upper < δ (α = significance)
+    refutation p         H0: μ ≥ δ (the hypothesised effect) against μ < δ: p = p_less(d, δ); "refuted" when p < α
+    one test family      difference, equivalence and refutation are all the exact sign-flip test (of d − 0, d ± m,
+                         d − δ); tost_p and refute_p are NaN when s_d = 0 (every seed the same difference: no spread
+                         to test with) or n < 2. t-versions (t_tost_p, t_refute_p) are kept for the type-I simulation
     seeds ahead          #{d_s > 1e-12}, tied #{|d_s| ≤ 1e-12}, behind #{d_s < −1e-12} (float noise is a tie)
     seed-and-problem     percentile interval of an accuracy mean (stays in [0, 1]): resample the seeds, and the problems
     bootstrap            (a problem carries all its seeds), with replacement; statistic = mean over the drawn seeds of
@@ -180,24 +185,56 @@ SIGN_FLIP_EXACT_MAX = 16
 """Up to this many seeds every one of the 2^n sign assignments is enumerated (65 536 rows); above, a seeded draw."""
 
 
+@lru_cache(maxsize=32)
+def sign_patterns(n: int) -> np.ndarray:
+    """Every ε ∈ {±1}^n as the rows of a (2^n, n) float matrix; row 0 is all +1 (no seed flipped)."""
+    bits = (np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1
+    return (1 - 2 * bits).astype(np.float64)
+
+
+def flip_tail(x: np.ndarray, side: str, draws: int = 100_000, seed: int = 0) -> np.ndarray:
+    """Sign-flip p of each row of x (G, n), the share of sign patterns ε whose Σ ε_i x_i is at least as extreme as
+    the observed Σ x_i: side "two" |Σ ε x| ≥ |Σ x|, "less" Σ ε x ≤ Σ x, "greater" Σ ε x ≥ Σ x. Exact over all 2^n
+    patterns for n ≤ SIGN_FLIP_EXACT_MAX, else (1 + #hits) / (draws + 1) over seeded random ε. A sum equal to the
+    observed one up to rounding (1e-12 · max(1, Σ|x|)) counts as reaching it. Returns (G,)."""
+    x = np.atleast_2d(np.asarray(x, dtype=np.float64))
+    n = x.shape[1]
+    exact = n <= SIGN_FLIP_EXACT_MAX
+    signs = sign_patterns(n) if exact else np.random.default_rng(seed).choice([-1.0, 1.0], size=(draws, n))
+    sums, observed = x @ signs.T, x.sum(axis=1, keepdims=True)
+    tolerance = 1e-12 * np.maximum(1.0, np.abs(x).sum(axis=1, keepdims=True))
+    if side == "two":
+        hits = np.abs(sums) >= np.abs(observed) - tolerance
+    elif side == "less":
+        hits = sums <= observed + tolerance
+    elif side == "greater":
+        hits = sums >= observed - tolerance
+    else:
+        raise ValueError(f"side={side!r}: use 'two', 'less' or 'greater'")
+    count = np.count_nonzero(hits, axis=1)
+    return count / 2.0**n if exact else (1.0 + count) / (draws + 1.0)
+
+
+def _finite(differences) -> np.ndarray:
+    d = np.asarray(differences, dtype=np.float64)
+    return d[np.isfinite(d)]
+
+
 def sign_flip_p(differences, draws: int = 100_000, seed: int = 0) -> float:
     """Two-sided sign-flip permutation p of the per-seed differences d (H0: d symmetric about 0):
     p = #{ε ∈ {±1}^n : |Σ ε_i d_i| ≥ |Σ d_i|} / 2^n, enumerated exactly for n ≤ SIGN_FLIP_EXACT_MAX
     (above: (1 + #hits) / (draws + 1) over random ε). NaN for n = 0; 1 when every d_i is 0."""
-    d = np.asarray(differences, dtype=np.float64)
-    d = d[np.isfinite(d)]
-    n = len(d)
-    if n == 0:
+    d = _finite(differences)
+    return math.nan if len(d) == 0 else float(flip_tail(d, "two", draws, seed)[0])
+
+
+def sign_flip_one_sided(differences, shift: float, side: str, draws: int = 100_000, seed: int = 0) -> float:
+    """One-sided sign-flip p of d − shift (module docstring): side "less" tests H0 μ ≥ shift against μ < shift,
+    "greater" H0 μ ≤ shift against μ > shift. NaN when n < 2, s_d = 0 (no spread) or the shift is not finite."""
+    d = _finite(differences)
+    if len(d) < 2 or not math.isfinite(shift) or float(d.std(ddof=1)) == 0.0:
         return math.nan
-    observed = abs(float(d.sum()))
-    tolerance = 1e-12 * max(1.0, float(np.abs(d).sum()))  # a sum equal to the observed one, up to rounding, counts
-    if n <= SIGN_FLIP_EXACT_MAX:
-        bits = (np.arange(2**n)[:, None] >> np.arange(n)[None, :]) & 1
-        sums = np.abs((1 - 2 * bits) @ d)
-        return float(np.count_nonzero(sums >= observed - tolerance) / 2**n)
-    signs = np.random.default_rng(seed).choice([-1.0, 1.0], size=(draws, n))
-    hits = np.count_nonzero(np.abs(signs @ d) >= observed - tolerance)
-    return float((1 + hits) / (draws + 1))
+    return float(flip_tail(d - shift, side, draws, seed)[0])
 
 
 def holm(p_values) -> np.ndarray:
@@ -216,24 +253,21 @@ def holm(p_values) -> np.ndarray:
 
 
 def tost_p(differences, margin: float) -> float:
-    """Two one-sided t-tests of equivalence within ±margin on the per-seed differences d (n ≥ 2, s_d > 0):
-    p = max(P[T_{n−1} ≥ (d̄ + margin)/(s_d/√n)], P[T_{n−1} ≤ (d̄ − margin)/(s_d/√n)]).
-    NaN when n < 2 or s_d = 0: with no spread there is nothing to test against (identical seeds, e.g. all at
-    accuracy 0, are a degenerate case, not evidence of equivalence)."""
+    """Equivalence within ±margin by two one-sided sign-flip tests on the per-seed differences d:
+    p = max(p_greater(d, −margin), p_less(d, +margin)). NaN when n < 2 or s_d = 0: with no spread there is nothing
+    to test against (identical seeds, e.g. all at accuracy 0, are a degenerate case, not evidence of equivalence)."""
+    return max(sign_flip_one_sided(differences, -margin, "greater"), sign_flip_one_sided(differences, margin, "less"))
+
+
+def t_tost_p(differences, margin: float) -> float:
+    """TOST by two one-sided t-tests (the rule before issue 38; kept for the type-I simulation):
+    p = max(P[T_{n−1} ≥ (d̄ + margin)/(s_d/√n)], P[T_{n−1} ≤ (d̄ − margin)/(s_d/√n)]); NaN when n < 2 or s_d = 0."""
     from scipy.stats import t
 
-    d = np.asarray(differences, dtype=np.float64)
-    d = d[np.isfinite(d)]
-    n = len(d)
-    if n < 2:
+    mean, se, n = _mean_se(differences)
+    if n < 2 or not se > 0.0:
         return math.nan
-    mean, sd = float(d.mean()), float(d.std(ddof=1))
-    if sd == 0.0:
-        return math.nan
-    se = sd / math.sqrt(n)
-    p_lower = float(t.sf((mean + margin) / se, n - 1))  # H0: μ ≤ −margin
-    p_upper = float(t.cdf((mean - margin) / se, n - 1))  # H0: μ ≥ +margin
-    return max(p_lower, p_upper)
+    return max(float(t.sf((mean + margin) / se, n - 1)), float(t.cdf((mean - margin) / se, n - 1)))
 
 
 TIE = 1e-12
@@ -258,8 +292,26 @@ def _mean_se(differences) -> tuple[float, float, int]:
 
 
 def one_sided_upper(differences, alpha: float = 0.05) -> float:
-    """The one-sided (1 − α) upper confidence bound of the mean difference: d̄ + t_{1−α, n−1} · s_d/√n (NaN when
-    n < 2; d̄ when s_d = 0)."""
+    """The one-sided (1 − α) upper bound of the sign-flip test inverted: the k-th largest of {+∞} ∪ {mean_K d :
+    K a non-empty subset of the seeds}, k = ⌈α · 2^n⌉ (exact for n ≤ SIGN_FLIP_EXACT_MAX; above, K over seeded
+    random subsets). refute_p(d, δ) < α ⟺ one_sided_upper(d, α) < δ. NaN when n < 2; d̄ when s_d = 0."""
+    d = _finite(differences)
+    n = len(d)
+    if n < 2:
+        return math.nan
+    if float(d.std(ddof=1)) == 0.0:
+        return float(d.mean())
+    flipped = (1.0 - sign_patterns(n)) / 2.0 if n <= SIGN_FLIP_EXACT_MAX else None
+    if flipped is None:
+        flipped = np.random.default_rng(0).integers(0, 2, size=(100_000, n)).astype(np.float64)
+    size = flipped.sum(axis=1)
+    means = np.where(size > 0, flipped @ d / np.maximum(size, 1.0), math.inf)
+    k = math.ceil(alpha * len(means) - 1e-9)
+    return float(np.sort(means)[::-1][max(k, 1) - 1])
+
+
+def t_upper(differences, alpha: float = 0.05) -> float:
+    """The one-sided (1 − α) t upper bound d̄ + t_{1−α, n−1} · s_d/√n (NaN when n < 2; d̄ when s_d = 0)."""
     mean, se, n = _mean_se(differences)
     if n < 2:
         return math.nan
@@ -267,9 +319,15 @@ def one_sided_upper(differences, alpha: float = 0.05) -> float:
 
 
 def refute_p(differences, effect: float) -> float:
-    """One-sided t-test of H0: μ ≥ effect (the hypothesised gain holds) against μ < effect, on the per-seed
-    differences: p = P[T_{n−1} ≤ (d̄ − effect)/(s_d/√n)]. p < α ⟺ one_sided_upper(d, α) < effect. NaN when
-    n < 2, s_d = 0 (no spread to test with, as in tost_p) or the effect is not finite."""
+    """One-sided sign-flip test of H0: μ ≥ effect (the hypothesised gain holds) against μ < effect, on the per-seed
+    differences: p = p_less(d, effect) = #{K : K = ∅ or mean_K d ≥ effect} / 2^n. p < α ⟺ one_sided_upper(d, α) <
+    effect. NaN when n < 2, s_d = 0 (no spread to test with, as in tost_p) or the effect is not finite."""
+    return sign_flip_one_sided(differences, effect, "less")
+
+
+def t_refute_p(differences, effect: float) -> float:
+    """The one-sided t-test of H0: μ ≥ effect (the rule before issue 38; kept for the type-I simulation):
+    p = P[T_{n−1} ≤ (d̄ − effect)/(s_d/√n)]; NaN when n < 2, s_d = 0 or the effect is not finite."""
     from scipy.stats import t
 
     mean, se, n = _mean_se(differences)
@@ -309,23 +367,33 @@ def seed_problem_bootstrap(
 
 
 MATCHED, REFUTED, NOT_ESTABLISHED = "matched", "refuted", "not established"
-SYMBOL = {BEAT: "▲", FELL_SHORT: "▼", MATCHED: "≈", REFUTED: "✗", NOT_ESTABLISHED: "○"}
+UNTESTABLE = "untestable (ceiling)"
+SYMBOL = {BEAT: "▲", FELL_SHORT: "▼", MATCHED: "≈", REFUTED: "✗", NOT_ESTABLISHED: "○", UNTESTABLE: "⊤"}
 """Compact verdict symbols: ▲ A above B, ▼ A below B, ≈ equivalent within the margin, ✗ the hypothesised gain of A
-over B excluded, ○ none of these established."""
+over B excluded, ○ none of these established, ⊤ B has less room (to 1, or to 0) than the effect tested."""
 
 
 def seed_verdict(
-    delta: float, p_holm: float, p_tost_holm: float, p_refute_holm: float = math.nan, significance: float = 0.05
+    delta: float,
+    p_holm: float,
+    p_tost_holm: float,
+    p_refute_holm: float = math.nan,
+    significance: float = 0.05,
+    ceiling: bool = False,
 ) -> str:
     """The verdict of a comparison from its Holm-adjusted across-seed tests, first that passes (p < significance):
-    BEAT / FELL_SHORT (sign-flip; Δ above / below 0), MATCHED (TOST within the margin), REFUTED (the one-sided
-    test that excludes the hypothesised effect), else NOT_ESTABLISHED."""
+    BEAT / FELL_SHORT (sign-flip; Δ above / below 0); then UNTESTABLE when `ceiling` (B's room is below the effect
+    the comparison tests: hacrl_exp.report.rules.untestable, so "matched" and "refuted" would be forced); MATCHED
+    (TOST within the margin), REFUTED (the one-sided test that excludes the hypothesised effect), else
+    NOT_ESTABLISHED."""
 
     def passes(p: float) -> bool:
         return math.isfinite(p) and p < significance
 
     if math.isfinite(delta) and delta != 0 and passes(p_holm):
         return BEAT if delta > 0 else FELL_SHORT
+    if ceiling:
+        return UNTESTABLE
     if passes(p_tost_holm):
         return MATCHED
     if passes(p_refute_holm):

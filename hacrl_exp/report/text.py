@@ -3,21 +3,34 @@
 from __future__ import annotations
 
 import math
+from decimal import ROUND_HALF_UP, Decimal
 
 from hacrl_exp.report.compare import Comparison
 from hacrl_exp.report.power import MAX_SEEDS
-from hacrl_exp.report.stats import BEAT, FELL_SHORT, INDISTINGUISHABLE, MATCHED, REFUTED, SYMBOL, Interval
+from hacrl_exp.report.rules import EDGE
+from hacrl_exp.report.stats import BEAT, FELL_SHORT, INDISTINGUISHABLE, MATCHED, REFUTED, SYMBOL, UNTESTABLE, Interval
+
+SNAP = 9
+"""Decimals a value is snapped to before rounding: accuracies are k/N, so anything past 1e-9 is float noise."""
+
+
+def half_up(x: float, digits: int = 3) -> Decimal:
+    """The one rounding rule of every table: x snapped to SNAP decimals, then rounded half away from zero, so
+    0.34750000000000003 and 0.34749999999999998 (both 0.3475 = 139/400) give 0.348 in every table."""
+    return Decimal(f"{x:.{SNAP}f}").quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP)
 
 
 def num(x: float, digits: int = 3) -> str:
-    return "n/a" if x is None or not math.isfinite(x) else f"{x:.{digits}f}"
+    """'0.348' (half_up); 'n/a' for None or a non-finite value."""
+    return "n/a" if x is None or not math.isfinite(x) else f"{half_up(x, digits):f}"
 
 
 def signed(x: float, digits: int = 3) -> str:
-    """'+0.042'; a value that rounds to 0 is '+0.000' (a float like −1e−18 would otherwise print '-0.000')."""
+    """'+0.042' (half_up); a value that rounds to 0 is '+0.000' (a float like −1e−18 would otherwise print '-0.000')."""
     if x is None or not math.isfinite(x):
         return "n/a"
-    return f"{0.0 if round(x, digits) == 0 else x:+.{digits}f}"
+    value = half_up(x, digits)
+    return f"{abs(value):f}".join(("-" if value < 0 else "+", ""))
 
 
 def pval(p: float) -> str:
@@ -86,6 +99,10 @@ def verdict_phrase(c: Comparison) -> str:
         return f"{SYMBOL[MATCHED]} {c.a} matched {c.b} for {c.agent} (within ±{num(c.margin.value)}{also})"
     if c.verdict == REFUTED:
         return f"{SYMBOL[REFUTED]} {c.a} vs {c.b} for {c.agent}: {refutation(c)}"
+    if c.verdict == UNTESTABLE:
+        tested = f"the hypothesised {signed(c.effect.value)}" if c.effect else f"the margin ±{num(c.margin.value)}"
+        return (f"{SYMBOL[UNTESTABLE]} {c.a} vs {c.b} for {c.agent}: untestable (ceiling): {c.b} ends at "
+                f"{num(c.means[1])}, less room than {tested} + {EDGE}")  # fmt: skip
     tried = ["a difference across seeds"]
     tried += [f"equivalence within ±{num(c.margin.value)}"] if c.margin else []
     tried += [f"a refutation of {signed(c.effect.value)}"] if c.effect else []

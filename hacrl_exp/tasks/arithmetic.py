@@ -10,6 +10,10 @@ Held-out split: a problem is held out iff a seeded integer hash of its operands 
 warm-start and tokenizer-corpus draws reject held-out problems and the eval set takes only held-out ones, so the two
 are exactly disjoint, even for the small multiplication tiers (mul31 has only 7,200 problems).
 
+Validation split (issue 38): `validation_problems(per_tier)` draws further held-out-side problems from their own
+stream ([heldout_seed, _VALID, tier]), leaving out the scored eval problems: never trained on, never scored. The
+warm-start target and any other stopping rule read it; the scored eval set is drawn first and is unchanged by it.
+
 Two seeds: `seed` draws the training stream, the warm-start examples and the tokenizer corpus; `heldout_seed`
 (default: `seed`) draws the split and the held-out problems. A job passes its own seed as `seed` and keeps
 `heldout_seed` fixed (hacrl_exp.config.validate.resolve_task_seeds), so seeds vary the data, not the test.
@@ -35,7 +39,7 @@ MULTIPLIERS = (2, 9)
 """Range (inclusive) of the one-digit multiplier: 0 and 1 would make trivial chains."""
 
 # Stream tags: np.random.default_rng([seed, TAG, x]) gives independent streams per use.
-_TRAIN, _EVAL, _SUPERVISED, _TEXTS = 101, 202, 303, 404
+_TRAIN, _EVAL, _SUPERVISED, _TEXTS, _VALID = 101, 202, 303, 404, 505
 _MAX_ENUMERATE = 1_000_000
 
 
@@ -191,30 +195,49 @@ class ArithmeticTask:
             self._eval = [p for j, tier in enumerate(self.tiers) for p in self._eval_tier(j, tier)]
         return list(self._eval)
 
+    def validation_problems(self, per_tier: int) -> list[Problem]:
+        """per_tier distinct held-out-side problems per tier, none of them a scored eval problem (eval_problems), tier
+        by tier in order: a pure function of (heldout_seed, eval_per_tier, per_tier), ids 'valid/<tier>/<i>'."""
+        if per_tier < 1:
+            raise ValueError(f"validation per tier={per_tier} must be >= 1")
+        scored = {(p.meta["a"], p.meta["b"]) for p in self.eval_problems()}
+        out = []
+        for j, tier in enumerate(self.tiers):
+            pairs = self._held_out_pairs(j, tier, per_tier, _VALID, exclude=scored)
+            out += [self.problem(tier, a, b, f"valid/{tier}/{i}") for i, (a, b) in enumerate(pairs)]
+        return out
+
     def _eval_tier(self, j: int, tier: str) -> list[Problem]:
+        pairs = self._held_out_pairs(j, tier, self.eval_per_tier, _EVAL)
+        return [self.problem(tier, a, b, f"eval/{tier}/{i}") for i, (a, b) in enumerate(pairs)]
+
+    def _held_out_pairs(self, j: int, tier: str, count: int, tag: int, exclude=frozenset()) -> list[tuple[int, int]]:
+        """count distinct held-out operand pairs of tier j from the stream [heldout_seed, tag, j + 1], none in
+        `exclude` (the eval draw passes none, so its pairs are what they always were)."""
         t = TIERS[tier]
-        rng = np.random.default_rng([self.heldout_seed, _EVAL, j + 1])
+        rng = np.random.default_rng([self.heldout_seed, tag, j + 1])
         (a0, a1), (b0, b1) = t.a_range, t.b_range
         if (a1 - a0 + 1) * (b1 - b0 + 1) <= _MAX_ENUMERATE:  # small space: choose without replacement
             a, b = (g.ravel() for g in np.meshgrid(np.arange(a0, a1 + 1), np.arange(b0, b1 + 1), indexing="ij"))
             mask = _held_out(a, b, self.heldout_seed)
+            if exclude:
+                mask &= np.array([(x, y) not in exclude for x, y in zip(a.tolist(), b.tolist())])
             a, b = a[mask], b[mask]
-            if len(a) < self.eval_per_tier:
-                raise ValueError(
-                    f"eval_per_tier={self.eval_per_tier} exceeds the {len(a)} held-out problems of tier {tier}"
-                )
-            pick = rng.choice(len(a), size=self.eval_per_tier, replace=False)
-            pairs = list(zip(a[pick].tolist(), b[pick].tolist()))
-        else:  # large space: rejection-sample distinct held-out pairs
-            seen: dict[tuple[int, int], None] = {}
-            while len(seen) < self.eval_per_tier:
-                ca = rng.integers(a0, a1 + 1, size=4 * HELD_OUT_MODULUS * self.eval_per_tier)
-                cb = rng.integers(b0, b1 + 1, size=len(ca))
-                keep = _held_out(ca, cb, self.heldout_seed)
-                for pair in zip(ca[keep].tolist(), cb[keep].tolist()):
+            if len(a) < count:
+                what = "task.validation_per_tier" if exclude else "eval_per_tier"
+                left = " left after the scored ones" if exclude else ""
+                raise ValueError(f"{what}={count} exceeds the {len(a)} held-out problems of tier {tier}{left}")
+            pick = rng.choice(len(a), size=count, replace=False)
+            return list(zip(a[pick].tolist(), b[pick].tolist()))
+        seen: dict[tuple[int, int], None] = {}  # large space: rejection-sample distinct held-out pairs
+        while len(seen) < count:
+            ca = rng.integers(a0, a1 + 1, size=4 * HELD_OUT_MODULUS * count)
+            cb = rng.integers(b0, b1 + 1, size=len(ca))
+            keep = _held_out(ca, cb, self.heldout_seed)
+            for pair in zip(ca[keep].tolist(), cb[keep].tolist()):
+                if pair not in exclude:
                     seen.setdefault(pair)
-            pairs = list(seen)[: self.eval_per_tier]
-        return [self.problem(tier, a, b, f"eval/{tier}/{i}") for i, (a, b) in enumerate(pairs)]
+        return list(seen)[:count]
 
     @property
     def extractor(self) -> str:

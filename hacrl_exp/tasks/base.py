@@ -49,6 +49,11 @@ class Task(Protocol):
         """The fixed held-out set."""
         ...
 
+    def validation_problems(self, per_category: int) -> list[Problem]:
+        """per_category problems of each category that are never scored (none in eval_problems): what the warm-start
+        target and any other stopping rule read (task.validation_per_tier)."""
+        ...
+
     def grade(self, responses: Sequence[str], problems: Sequence[Problem]) -> list[Grade]:
         """Grade each response against its problem; must never hang or raise on hostile text."""
         ...

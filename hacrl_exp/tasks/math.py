@@ -225,6 +225,19 @@ class MathTask:
         """Prompt + solution texts, for training a BPE tokenizer."""
         return [p.prompt + (p.solution or p.answer) for p in self.supervised_examples(n, seed)]
 
+    def validation_problems(self, per_category: int) -> list[Problem]:
+        """The validation split of a stopping rule: the first per_category training problems of each category in a
+        seeded order ([seed, 11]); training problems, so never scored (the eval set is a separate file)."""
+        order = np.random.default_rng([self.seed, 11]).permutation(len(self.train_set))
+        taken: dict[str, int] = {}
+        out = []
+        for i in order.tolist():
+            problem = self.train_set[i]
+            if taken.get(problem.category, 0) < per_category:
+                taken[problem.category] = taken.get(problem.category, 0) + 1
+                out.append(problem)
+        return out
+
     def eval_problems(self) -> list[Problem]:
         """The fixed held-out set (first `eval_limit` rows of the eval data, or all)."""
         return list(self.eval_set)

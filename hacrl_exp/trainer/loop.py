@@ -37,7 +37,7 @@ from hacrl_exp.trainer.runfolder import RunFolder, RunLock, check_new_run_folder
 from hacrl_exp.trainer.runstate import RunState, write_eval_records
 from hacrl_exp.trainer.schedule import FILE as SCHEDULE_FILE
 from hacrl_exp.trainer.signals import StopRequests
-from hacrl_exp.trainer.step import SharedRollouts
+from hacrl_exp.trainer.step import SharedRollouts, with_shuffled_rewards
 
 PHASES = ("generate", "reward", "score_own", "build_batch", "update")
 """The phases timed as time/<phase>_s: 1-3 on every agent (generate, reward, score_own), 5-7 on each learner."""
@@ -117,7 +117,9 @@ def _train(
 
         # 5-7 EXCHANGE, ADVANTAGE, UPDATE: each learner gets its sources' shared rollouts and its ρ. Learners only
         # read pre-update rollouts, so they may update in parallel.
-        learned = workers.learn({k: ({j: pool[j] for j in p.sources}, loss_weights[k]) for k, p in learners.items()})
+        learned = workers.learn(
+            {k: (sources_for(p, pool, config.seed, step), loss_weights[k]) for k, p in learners.items()}
+        )
         workers.add_times(times, [phase_times for _, phase_times in learned.values()])
         step_metrics = {name: {} for name in names} | {names[k]: metrics for k, (metrics, _) in learned.items()}
         for k, (_, phase_times) in learned.items():
@@ -152,6 +154,14 @@ def _train(
             break
     bar.close()
     return state.finish(stop)
+
+
+def sources_for(p: LearnerParams, pool: dict[int, SharedRollouts], seed: int, step: int) -> dict:
+    """Learner p's sources' rollouts: as shared, or with their rewards permuted within the step for the shuffle
+    control (LearnerParams.shuffle_partner_rewards; step.with_shuffled_rewards)."""
+    if not p.shuffle_partner_rewards:
+        return {j: pool[j] for j in p.sources}
+    return {j: with_shuffled_rewards(pool[j], seed, step, p.index) for j in p.sources}
 
 
 def evaluate(state: RunState, step: int) -> None:

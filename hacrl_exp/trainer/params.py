@@ -45,6 +45,18 @@ class LearnerParams:
     """Rows with A = 0 and no KL term are not run through the model (their gradient is 0)."""
     passes: int = 1
     """Passes over the batch per step (`Algorithm.passes`): each runs every mini-batch again, u continuing."""
+    dynamic_target_rows: int = 0
+    """Dynamic sampling's target of rows with A ≠ 0 per step (`Algorithm.dynamic_sampling`); 0: off."""
+    dynamic_max_rounds: int = 0
+    """Dynamic sampling's cap on extra generation rounds per step."""
+    shuffle_partner_rewards: bool = False
+    """Its partners' rewards are permuted within the step before it learns (`Algorithm.shuffle_partner_rewards`)."""
+
+
+def dynamic_target(on: bool, target: int, trainer) -> int:
+    """Rows with A ≠ 0 dynamic sampling aims for per step: min(target or P·G, P·G) when on, else 0 (off)."""
+    rows = trainer.prompts_per_step * trainer.group_size
+    return min(target or rows, rows) if on else 0
 
 
 def learner_params(config: Config, graph: AgentGraph | None = None) -> dict[int, LearnerParams]:
@@ -84,5 +96,8 @@ def learner_params(config: Config, graph: AgentGraph | None = None) -> dict[int,
             kl_aggregation=algo.kl_aggregation,
             max_grad_norm=trainer.max_grad_norm,
             passes=algorithm.passes,
+            shuffle_partner_rewards=algorithm.shuffle_partner_rewards,
+            dynamic_target_rows=dynamic_target(algorithm.dynamic_sampling, algo.dynamic_target_rows, trainer),
+            dynamic_max_rounds=algo.dynamic_max_rounds if algorithm.dynamic_sampling else 0,
         )
     return out

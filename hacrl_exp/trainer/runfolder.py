@@ -99,6 +99,9 @@ ADDED_DEFAULTS = {
     "rollout.sample_stream": "agent",  # removed by issue 36 (every row draws by counter); older checkpoints hold it
     "rollout.sampler": "multinomial",  # the default until issue 36: such a checkpoint resumes with this value
     "task.heldout_seed": "0",
+    "task.validation_per_tier": "50",
+    "algorithm.dynamic_target_rows": "0",
+    "algorithm.dynamic_max_rounds": "4",
     "task.grader_forms": "requested",
 }
 """Keys added after checkpoints were written, left out of the comparison at the value that behaves as before they

@@ -31,9 +31,10 @@ import math
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import accumulate
 
+import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
@@ -63,6 +64,9 @@ log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+SHUFFLE_STREAM = 606
+"""Stream tag of the shuffle control's permutations (np.random.default_rng([seed, tag, …]))."""
+
 # 1-3 ROLLOUT, REWARD, SCORE OWN
 
 
@@ -87,6 +91,20 @@ class SharedRollouts:
     @property
     def group_size(self) -> int:
         return len(self.texts) // (max(self.prompt_index) + 1)
+
+
+def shuffled_rewards(rewards: torch.Tensor, seed: int, step: int, learner: int, source: int) -> torch.Tensor:
+    """The rewards (rows,) permuted over all rows of the step: rewards[π], π a uniform permutation drawn from
+    np.random.default_rng([seed, SHUFFLE_STREAM, step, learner, source]) (a pure function: a resumed run draws the
+    same π). Same multiset of rewards, so the same accuracy; the link between a response and its reward is cut."""
+    order = np.random.default_rng([seed, SHUFFLE_STREAM, step, learner, source]).permutation(len(rewards))
+    return rewards[torch.from_numpy(order)]
+
+
+def with_shuffled_rewards(shared: SharedRollouts, seed: int, step: int, learner: int) -> SharedRollouts:
+    """A partner's rollouts as a shuffle-control learner sees them: texts, log-probs and lengths as sent, rewards
+    permuted within the step (shuffled_rewards)."""
+    return replace(shared, rewards=shuffled_rewards(shared.rewards, seed, step, learner, shared.agent))
 
 
 @dataclass
@@ -175,6 +193,67 @@ def collect_rollouts(
         ref_token_logp=ref,
         problem_prompt_ids=problem_prompt_ids,
     )
+
+
+def degenerate_prompts(rewards: torch.Tensor, group_size: int) -> list[int]:
+    """The prompts whose G rewards are all equal (rows prompt-major, (P·G,)): their group-relative advantage is 0 for
+    every row, so they train nothing (spec §1.1; DAPO's dynamic sampling replaces them)."""
+    groups = rewards.view(-1, group_size)
+    return torch.nonzero(groups.amax(dim=1) == groups.amin(dim=1)).flatten().tolist()
+
+
+@dataclass
+class Resampled:
+    """What dynamic sampling did in one step: its extra rounds, the rows they generated, and whether the cap hit."""
+
+    rounds: int = 0
+    extra_rows: list[list[int]] = field(default_factory=list)
+    """The response ids of every extra row generated (for cost/generated_*), kept or not."""
+    extra_prompt_ids: list[list[int]] = field(default_factory=list)
+    cap_hit: bool = False
+    informative_rows: int = 0
+
+
+def resample_degenerate(own: SourceRollouts, draw: Callable[[list[int]], SourceRollouts], target_rows: int,
+                        max_rounds: int) -> tuple[SourceRollouts, Resampled]:  # fmt: skip
+    """Dynamic sampling (DAPO-style, issue 38), batch size fixed: while the rows with a non-zero advantage (rows of
+    non-degenerate prompts, degenerate_prompts) are fewer than target_rows and fewer than max_rounds extra rounds
+    ran, draw G fresh responses for every degenerate prompt (draw(prompts) → their rollouts, prompt-major) and put
+    each new group that is not degenerate in its prompt's place. Returns the rollouts (still P·G rows) and what it
+    did; cap_hit when the target was not reached within max_rounds."""
+    g = own.group_size
+    done = Resampled()
+    while True:
+        stale = degenerate_prompts(own.rewards, g)
+        done.informative_rows = len(own.rewards) - g * len(stale)
+        if done.informative_rows >= target_rows or not stale:
+            return own, done
+        if done.rounds >= max_rounds:
+            done.cap_hit = True
+            return own, done
+        new = draw(stale)
+        done.rounds += 1
+        done.extra_rows += new.response_ids
+        done.extra_prompt_ids += new.prompt_ids
+        useful = set(range(len(stale))) - set(degenerate_prompts(new.rewards, g))
+        own = replace_groups(own, new, {stale[q]: q for q in useful}, g)
+
+
+def replace_groups(own: SourceRollouts, new: SourceRollouts, where: dict[int, int], g: int) -> SourceRollouts:
+    """own with prompt p's G rows replaced by new's group q, for every p → q in `where` (prompt_index kept)."""
+    rows = {p * g + i: q * g + i for p, q in where.items() for i in range(g)}
+
+    def pick(mine: list, theirs: list) -> list:
+        return [theirs[rows[r]] if r in rows else x for r, x in enumerate(mine)]
+
+    rewards = own.rewards.clone()
+    for r, t in rows.items():
+        rewards[r] = new.rewards[t]
+    ref = None if own.ref_token_logp is None else pick(own.ref_token_logp, new.ref_token_logp)
+    return replace(own, prompt_ids=pick(own.prompt_ids, new.prompt_ids),
+                   response_ids=pick(own.response_ids, new.response_ids), texts=pick(own.texts, new.texts),
+                   rewards=rewards, old_token_logp=pick(own.old_token_logp, new.old_token_logp),
+                   ref_token_logp=ref)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -119,6 +119,7 @@ class AgentWorker:
             torch.manual_seed(stream_seed(config.seed, index))
             self.rng = self._rng_state()
         self._own: SourceRollouts | None = None
+        self._resampled: step.Resampled | None = None  # dynamic sampling's record of this step (trainer.step)
         self.cost = CostMeter()  # what rollout and learn cost since the loop last took it (trainer/costs.py)
 
     def ready(self) -> str:
@@ -177,11 +178,26 @@ class AgentWorker:
         other agents see and the seconds of each phase."""
         times = dict.fromkeys(("generate", "reward", "score_own"), 0.0)
         score_batch = self.config.trainer.micro_batch_size
-        with self.cost.process_time(), self._own_rng(), self._gathered():
-            self._own = own = step.collect_rollouts(
-                self.agent, self.index, problems, group_size, self.sampling, self.task, score_batch, times, self.score,
-                self.ranks,
+
+        def draw(chosen: Sequence[Problem]) -> step.SourceRollouts:
+            return step.collect_rollouts(
+                self.agent, self.index, list(chosen), group_size, self.sampling, self.task, score_batch, times,
+                self.score, self.ranks,
             )  # fmt: skip
+
+        with self.cost.process_time(), self._own_rng(), self._gathered():
+            own = draw(problems)
+            self._resampled = None
+            if self.params is not None and self.params.dynamic_target_rows:
+                own, self._resampled = step.resample_degenerate(
+                    own, lambda stale: draw([problems[p] for p in stale]), self.params.dynamic_target_rows,
+                    self.params.dynamic_max_rounds,
+                )  # fmt: skip
+                self.cost.generated(self._resampled.extra_rows)  # every extra row generated, kept or not
+                self.cost.graded(len(self._resampled.extra_rows))
+                self.cost.scored(self._resampled.extra_prompt_ids, self._resampled.extra_rows,
+                                 models=1 + (self.agent.reference is not None))  # fmt: skip
+            self._own = own
         rows = len(own.response_ids)
         self.cost.generated([own.response_ids[r] for r in rank_rows(rows, self.generating_ranks)])
         self.cost.graded(len(rank_rows(rows, self.ranks)))
@@ -207,6 +223,11 @@ class AgentWorker:
             with self._own_rng():
                 metrics = step.update(self.agent, batch, self.params, self.names, self.cost, self.ranks)
         metrics.update(memory_metrics([self.agent])[self.agent.name])  # per agent: weights+optimizer MiB, GPU peak
+        if self._resampled is not None:  # dynamic sampling: what it took this step
+            done = self._resampled
+            metrics.update({"dynamic/rounds": float(done.rounds), "dynamic/cap_hit": float(done.cap_hit),
+                            "dynamic/informative_rows": float(done.informative_rows),
+                            "dynamic/extra_rollouts": float(len(done.extra_rows))})  # fmt: skip
         return metrics, {"build_batch": built - started, "update": time.perf_counter() - built}
 
     def wake(self, call: str) -> None:

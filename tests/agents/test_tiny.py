@@ -254,7 +254,7 @@ def test_the_target_is_part_of_the_cache_key_and_its_metrics_come_back_from_the_
     config = preflight([*base, *target, "agents.members.opt_char.warm_start.check_every=30"])
     task = build_task(config.task)
     _, _, metrics = warm_started_tiny_model(config.agents.members["opt_char"], task, config, 0)
-    assert metrics["warm_start/heldout_accuracy"] >= 0.2 and metrics["warm_start/steps_run"] % 30 == 0
+    assert metrics["warm_start/validation_accuracy"] >= 0.2 and metrics["warm_start/steps_run"] % 30 == 0
     _, _, again = warm_started_tiny_model(config.agents.members["opt_char"], task, config, 0)  # a cache hit
     assert again == metrics and len(entries(tmp_path)) == 1
     other = preflight([*base, *target, "agents.members.opt_char.warm_start.check_every=60"])

@@ -27,6 +27,9 @@ GRID_METHODS = {  # conf/method option: (algorithm.name, mechanism switched off)
     "gspo_x2": ("gspo_x2", None),
     "gspo_update_matched": ("gspo_update_matched", None),
     "naive": ("naive", None),
+    "grpo": ("grpo", None),
+    "gspo_dynamic": ("gspo_dynamic", None),
+    "hacpo_shuffled_partner": ("hacpo_shuffled_partner", None),
     "hacpo": ("hacpo", None),
     "hacpo_no_capability_advantage": ("hacpo", "capability_advantage"),
     "hacpo_no_omega": ("hacpo", "omega"),
@@ -77,7 +80,8 @@ def test_table1_tiny_sweeps_the_whole_grid():
     node = hydra_node(["experiment=paper_table1_tiny"])
     params = node.sweeper.params
     methods, seeds = params["+method"].split(","), params["seed"].split(",")
-    assert sorted(methods) == sorted(set(GRID_METHODS) - {"gspo_update_matched"}) and seeds == ["0", "1", "2"]
+    added = {"gspo_update_matched", "gspo_dynamic", "grpo", "hacpo_shuffled_partner"}  # the 10-seed grid's
+    assert sorted(methods) == sorted(set(GRID_METHODS) - added) and seeds == ["0", "1", "2"]
     assert len(list(itertools.product(methods, seeds))) == 27
     assert node.launcher.n_jobs == 2 and "joblib" in node.launcher._target_.lower()
 
@@ -85,9 +89,10 @@ def test_table1_tiny_sweeps_the_whole_grid():
 def test_table1_tiny_10seeds_is_the_grid_and_the_update_matched_gspo_over_ten_seeds_in_its_own_experiment():
     base, ten = hydra_node(["experiment=paper_table1_tiny"]), hydra_node(["experiment=paper_table1_tiny_10seeds"])
     methods = ten.sweeper.params["+method"].split(",")
-    assert sorted(methods) == sorted([*base.sweeper.params["+method"].split(","), "gspo_update_matched"])
+    added = ["gspo_update_matched", "gspo_dynamic", "grpo", "hacpo_shuffled_partner"]
+    assert sorted(methods) == sorted([*base.sweeper.params["+method"].split(","), *added])
     assert ten.sweeper.params["seed"].split(",") == [str(s) for s in range(10)]
-    assert len(list(itertools.product(methods, ten.sweeper.params["seed"].split(",")))) == 100
+    assert len(list(itertools.product(methods, ten.sweeper.params["seed"].split(",")))) == 130
     config = preflight(["experiment=paper_table1_tiny_10seeds"])
     assert config.tracking.experiment == config.tracking.tags["grid"] == "paper_table1_tiny_10seeds"  # never mixed
     assert config.trainer.steps == preflight(["experiment=paper_table1_tiny"]).trainer.steps == 80
@@ -97,11 +102,11 @@ def test_gap_regime_is_the_pair_warm_started_to_target_accuracies_over_ten_seeds
     node = hydra_node(["experiment=paper_gap_tiny"])
     methods = node.sweeper.params["+method"].split(",")
     assert methods == [
-        "gspo", "gspo_x2", "gspo_update_matched", "naive", "hacpo", "hacpo_no_omega",
-        "hacpo_no_capability_advantage", "hacpo_no_clip",
+        "gspo", "gspo_x2", "gspo_update_matched", "gspo_dynamic", "grpo", "naive", "hacpo", "hacpo_shuffled_partner",
+        "hacpo_no_omega", "hacpo_no_capability_advantage", "hacpo_no_clip",
     ]  # fmt: skip
     seeds = node.sweeper.params["seed"].split(",")
-    assert seeds == [str(s) for s in range(10)] and len(list(itertools.product(methods, seeds))) == 80
+    assert seeds == [str(s) for s in range(10)] and len(list(itertools.product(methods, seeds))) == 110
     config = preflight(["experiment=paper_gap_tiny", "+method=hacpo_no_omega", "seed=3"])
     assert config.tracking.experiment == config.tracking.tags["grid"] == "paper_gap_tiny"  # never mixed
     assert config.task.tiers == ["add3", "add4"] and not config.mechanisms.omega

@@ -168,7 +168,8 @@ def test_forest_plot_has_one_row_per_comparison_and_agent(built, captured):
     assert len(labels) == len(mean) and "strong: HACPO vs GSPO×2" in labels and "weak: HACPO vs HACPO −ω" in labels
     assert "![paired differences](plots/forest.png)" in built.markdown
     markers = {t.get_text() for t in ax.get_legend().get_texts()}
-    assert {"not established", "refuted", "δ hypothesised", "± margin"} <= markers
+    # 3 seeds: an exact one-sided test cannot reach 5% (floor 1/8), so no "refuted" here (test_inference has one)
+    assert {"not established", "δ hypothesised", "± margin"} <= markers
 
 
 def test_mechanisms_are_small_multiples_with_omega_on_a_log_axis_where_applied(captured):

@@ -8,12 +8,11 @@ import math
 
 import pandas as pd
 import pytest
-from scipy.stats import t
 
 from hacrl_exp.errors import EXIT_BAD_INPUT
 from hacrl_exp.report import rederive as rd
 from hacrl_exp.report.seeds import outlying_seeds, problems_per_agent
-from hacrl_exp.report.stats import BEAT, MATCHED, NOT_ESTABLISHED, REFUTED
+from hacrl_exp.report.stats import BEAT, MATCHED, NOT_ESTABLISHED, REFUTED, refute_p, tost_p
 from hacrl_exp.report.tables import finals, methods_in
 from tests.report.conftest import SETTINGS
 from tests.report.synthetic import STRONG_HACPO_OVER_GSPO_X2, TEN_SEEDS
@@ -67,13 +66,13 @@ def test_hand_values_holm_per_family_ties_and_refuted(hand):
     assert clip.counts == (9, 1, 0)  # the float-noise difference is a tie, not a seed ahead
     # claims family, one comparison: sign-flip, TOST within ±0.0333/2 and Δ ≥ +0.0333, Holm over those 3
     d = STRONG_HACPO_OVER_GSPO_X2
-    mean, se = sum(d) / 10, pd.Series(d).std(ddof=1) / math.sqrt(10)
-    tost = max(t.sf((mean + 0.03333333 / 2) / se, 9), t.cdf((mean - 0.03333333 / 2) / se, 9))
-    refute = t.cdf((mean - 0.03333333) / se, 9)
+    # one test family (issue 38): all three are sign-flip tests; no seed reaches +0.0333, so refute p = 1/1024 exactly;
+    # TOST's upper side: subsets with mean ≥ +0.0167 are ∅ and none else… so its lower side (mean ≤ −0.0167) decides
+    tost, refute = tost_p(d, 0.03333333 / 2), refute_p(d, 0.03333333)
+    assert refute == pytest.approx(1 / 1024) and tost == pytest.approx(59 / 1024)
     assert h1.tests == 3 and h1.counts == (2, 1, 7)
-    ps = sorted([h1.p_sign_flip, tost, refute])
-    assert h1.p_refute_holm == pytest.approx(3 * refute, rel=1e-5) and ps[0] == pytest.approx(refute, rel=1e-5)
-    assert h1.p_tost_holm == pytest.approx(max(3 * refute, 2 * tost), rel=1e-5) and h1.p_tost_holm > 0.05
+    assert h1.p_refute_holm == pytest.approx(3 / 1024) and h1.p_tost_holm == pytest.approx(2 * 59 / 1024)
+    assert h1.p_tost_holm > 0.05
     assert h1.verdict == REFUTED and h1.upper < 0.0333
     text = rd.rederived_markdown(hand, "cmd", list(found.values()), frame, hypotheses, 400)
     h1_line = next(x for x in text.splitlines() if x.startswith("| H1 | opt_char |"))
@@ -94,7 +93,7 @@ def test_bad_folder_is_one_line_and_exit_2(tmp_path, capsys):
 def test_the_report_is_reproduced_from_its_csv(ten):
     """The 10-seed synthetic report's own comparisons and claims, from its tables/*.csv alone."""
     frame, hypotheses = rd.read_comparisons(ten.folder)
-    again = rd.rederive(frame, power_draws=SETTINGS["power_draws"], seed=0)
+    again = rd.rederive(frame, power_draws=SETTINGS["power_draws"], seed=0, final=rd.accuracies(ten.folder))
     assert len(again) == len(ten.comparisons)
     for old, new in zip(ten.comparisons, again):
         assert (old.agent, old.a, old.b, old.column, old.family) == (new.agent, new.a, new.b, new.column, new.family)
@@ -104,7 +103,7 @@ def test_the_report_is_reproduced_from_its_csv(ten):
         assert new.power == pytest.approx(old.power, nan_ok=True) and new.seeds_for_power == old.seeds_for_power
     verdicts = {c.verdict for c in again}
     assert {BEAT, REFUTED} <= verdicts  # the synthetic grid reaches verdicts, so the check has teeth
-    text = rd.rederived_markdown(ten.folder, "cmd", again, frame, hypotheses, None)
+    text = rd.rederived_markdown(ten.folder, "cmd", again, frame, hypotheses, None, final=rd.accuracies(ten.folder))
     claims = [x for x in text.split("## The claims, old and new")[1].splitlines() if x.startswith("| H")]
     assert claims and not any("**" in x for x in claims)  # same rules, same verdicts: nothing marked as changed
 
@@ -113,8 +112,15 @@ def test_outlying_seeds_from_the_csv_match_the_reports(ten):
     frame, _ = rd.read_comparisons(ten.folder)
     again = rd.rederive(frame, power_draws=0)
     problems = problems_per_agent(ten.data)
+    # from per_seed_accuracy.csv: the report's own flags, collapses below the start included
+    final = rd.accuracies(ten.folder)
+    exact = outlying_seeds(final, rd.methods_of(again), problems)
+    reported = outlying_seeds(finals(ten.data), methods_in(ten.data), problems)
+    key3 = ["agent", "method", "seed", "direction"]
+    assert set(map(tuple, exact[key3].to_numpy())) == set(map(tuple, reported[key3].to_numpy()))
+    reported = reported[reported["direction"] != "below its start"]  # the differences alone have no starts
     ours = outlying_seeds(rd.over_gspo(again, list(TEN_SEEDS)), rd.methods_of(again), problems)
-    theirs = outlying_seeds(finals(ten.data), methods_in(ten.data), problems)
+    theirs = reported
     key = ["agent", "method", "seed"]
     assert not theirs.empty and ("strong", "HACPO −ω", 8) in set(map(tuple, theirs[key].to_numpy()))
     rows = {tuple(r[:3]): r for r in [*ours.itertuples(index=False), *theirs.itertuples(index=False)]}

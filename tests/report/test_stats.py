@@ -12,6 +12,7 @@ from hacrl_exp.report.stats import (
     MATCHED,
     NOT_ESTABLISHED,
     REFUTED,
+    UNTESTABLE,
     Interval,
     holm,
     mcnemar_exact,
@@ -24,7 +25,11 @@ from hacrl_exp.report.stats import (
     seed_counts,
     seed_problem_bootstrap,
     seed_verdict,
+    sign_flip_one_sided,
     sign_flip_p,
+    t_refute_p,
+    t_tost_p,
+    t_upper,
     tost_p,
     verdict,
 )
@@ -195,14 +200,15 @@ def test_holm_hand_values():
 
 
 def test_tost_hand_values():
-    # d = (0.01, 0, −0.01): d̄ = 0, s = 0.01, se = 0.01/√3; both one-sided t = 0.02/se = 3.4641, df 2:
-    # p = 1 − F(3.4641) = 0.03709 (closed-form t(2) CDF)
+    # two one-sided sign-flip tests: p_less(d, m) = #{K : K = ∅ or mean_K d ≥ m} / 2^n, p_greater(d, −m) likewise
+    # d = (0.01, 0, −0.01), m = 0.02: no non-empty subset mean reaches ±0.02, so both sides are 1/8
+    assert tost_p([0.01, 0.0, -0.01], 0.02) == pytest.approx(1 / 8)
+    # d = (0.03, 0.01, 0.02) on the margin: subsets with mean ≥ 0.02 are ∅, {a}, {c}, {a, b}, {a, c}, {a, b, c}: 6/8
+    assert tost_p([0.03, 0.01, 0.02], 0.02) == pytest.approx(6 / 8)
+    assert tost_p([0.03, 0.01, 0.02], 0.05) == pytest.approx(1 / 8)  # every subset mean inside ±0.05
+    # the old t-version stays for the simulation: (0.01, 0, −0.01), t = 0.02/se = 3.4641 at df 2
     se = 0.01 / math.sqrt(3)
-    assert tost_p([0.01, 0.0, -0.01], 0.02) == pytest.approx(1 - t2_cdf(0.02 / se), rel=1e-9)
-    assert 1 - t2_cdf(0.02 / se) == pytest.approx(0.037090, abs=1e-6)
-    # d = (0.03, 0.01, 0.02): d̄ = 0.02 on the margin: the upper test has t = 0, p = 0.5; lower t = 0.04/se
-    assert tost_p([0.03, 0.01, 0.02], 0.02) == pytest.approx(0.5)
-    assert tost_p([0.03, 0.01, 0.02], 0.05) == pytest.approx(max(1 - t2_cdf(0.07 / se), t2_cdf(-0.03 / se)))
+    assert t_tost_p([0.01, 0.0, -0.01], 0.02) == pytest.approx(1 - t2_cdf(0.02 / se), rel=1e-9)
     assert math.isnan(tost_p([0.01], 0.02))  # one seed: no spread
     assert math.isnan(tost_p([0.01, 0.01], 0.02)) and math.isnan(tost_p([0.0, 0.0, 0.0], 0.02))  # s = 0
 
@@ -221,25 +227,40 @@ def test_paired_t_interval_of_differences_hand_value():
 
 
 def test_refutation_and_its_one_sided_bound_hand_values():
-    # d = (0.01, 0, −0.01): d̄ = 0, se = 0.01/√3; H0: μ ≥ δ = 0.033 → p = F_t(2)((0 − 0.033)/se) (closed-form t(2));
-    # the one-sided 95% bound is d̄ + t(0.95, 2) · se, t(0.95, 2) = 0.9 · √(2 / 0.19) = 2.919986
-    d, se = [0.01, 0.0, -0.01], 0.01 / math.sqrt(3)
-    assert refute_p(d, 0.033) == pytest.approx(t2_cdf(-0.033 / se), rel=1e-9)
-    t95 = 0.9 * math.sqrt(2 / 0.19)
-    assert t95 == pytest.approx(2.919986, abs=1e-6)
-    assert one_sided_upper(d, 0.05) == pytest.approx(t95 * se, rel=1e-9)  # 0.016858
-    # refuted ⟺ the bound lies below δ: δ = 0.016 sits under the bound, δ = 0.017 above it
-    assert refute_p(d, 0.016) > 0.05 > refute_p(d, 0.017)
-    # the issue's opt_char HACPO − GSPO×2 over 10 seeds: a gain of +0.02 is rejected at p = 6.1e-5 (the issue's 6e-5),
-    # the paper's +0.0333 at 3.0e-6; the 95% t-interval is [−0.019, +0.001] as the issue quotes
+    # d = (0.01, 0, −0.01): H0 μ ≥ δ; p = #{K : K = ∅ or mean_K d ≥ δ} / 8; the largest subset mean is 0.01
+    d = [0.01, 0.0, -0.01]
+    assert refute_p(d, 0.033) == pytest.approx(1 / 8) and refute_p(d, 0.01) == pytest.approx(2 / 8)
+    # the bound is the k-th largest of {+∞} ∪ subset means, k = ⌈α · 2^n⌉: at α = 0.05 k = 1 (+∞: 3 seeds can never
+    # refute at 5%), at α = 0.25 k = 2 → 0.01; refuted ⟺ bound < δ
+    assert one_sided_upper(d, 0.05) == math.inf and one_sided_upper(d, 0.25) == pytest.approx(0.01)
+    assert refute_p(d, 0.0101) < 0.25 <= refute_p(d, 0.01)
+    # the issue's opt_char HACPO − GSPO×2 over 10 seeds: no seed reaches +0.02, so only K = ∅ counts: p = 1/1024
     issue = [-0.0275, -0.005, -0.01, -0.035, 0.005, 0, 0.0125, -0.01, -0.005, -0.0125]
-    assert refute_p(issue, 0.02) == pytest.approx(6.096e-5, rel=1e-3)
-    assert refute_p(issue, 0.0333) == pytest.approx(3.0e-6, rel=1e-2)
+    assert refute_p(issue, 0.02) == refute_p(issue, 0.0333) == pytest.approx(1 / 1024)
     assert (mean_t_interval(issue).low, mean_t_interval(issue).high) == pytest.approx((-0.01888, 0.00138), abs=1e-5)
-    assert one_sided_upper(issue) < 0.0 < 0.0333
+    assert one_sided_upper(issue) < 0.0125 < 0.02  # k = 52 of 1024
+    rng = np.random.default_rng(3)  # the duality on random data, several δ around the bound
+    for _ in range(20):
+        x = rng.normal(0.01, 0.02, size=8).round(3)
+        upper = one_sided_upper(x, 0.05)
+        for delta in (upper - 1e-6, upper + 1e-6):
+            assert (refute_p(x, delta) < 0.05) == (upper < delta)
+    # the old t-version: p = F_t(2)((0 − 0.033)/se)
+    se = 0.01 / math.sqrt(3)
+    assert t_refute_p(d, 0.033) == pytest.approx(t2_cdf(-0.033 / se), rel=1e-9)
+    assert t_upper(d, 0.05) == pytest.approx(0.9 * math.sqrt(2 / 0.19) * se, rel=1e-9)
     # no spread, one seed, or no effect: nothing to test
     assert math.isnan(refute_p([0.0, 0.0], 0.03)) and math.isnan(refute_p([0.01], 0.03))
     assert math.isnan(refute_p(d, math.nan)) and math.isnan(one_sided_upper([0.01]))
+
+
+def test_one_sided_sign_flip_is_exact_on_hand_values():
+    # d = (0.02, 0.01), shift 0: patterns (+,+) 0.03, (−,+) −0.01, (+,−) 0.01, (−,−) −0.03; observed 0.03
+    assert sign_flip_one_sided([0.02, 0.01], 0.0, "greater") == pytest.approx(1 / 4)
+    assert sign_flip_one_sided([0.02, 0.01], 0.0, "less") == pytest.approx(1.0)
+    assert sign_flip_one_sided([0.02, 0.01], 0.015, "less") == pytest.approx(3 / 4)  # x = ±0.005: ties count
+    with pytest.raises(ValueError, match="side="):
+        sign_flip_one_sided([0.02, 0.01], 0.0, "both")
 
 
 def test_seed_counts_count_float_noise_as_ties():
@@ -283,6 +304,9 @@ def test_seed_verdict_rules():
     assert seed_verdict(0.05, 0.03, 0.9, significance=0.01) == NOT_ESTABLISHED
     # the raw TOST p may pass; only the adjusted one counts: the caller passes Holm-adjusted p's
     assert seed_verdict(0.0, 1.0, 0.06, 0.5) == NOT_ESTABLISHED
+    # at the ceiling a difference still stands; equivalence and refutation are forced, so untestable
+    assert seed_verdict(0.05, 0.01, 0.9, ceiling=True) == BEAT
+    assert seed_verdict(-0.001, 0.6, 0.01, 0.001, ceiling=True) == UNTESTABLE
 
 
 def test_seed_bootstrap_interval_two_seeds_hand_value():

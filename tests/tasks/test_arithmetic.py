@@ -142,6 +142,34 @@ def test_eval_set_fixed_distinct_and_held_out():
     assert ArithmeticTask(seed=1).eval_problems() != ev
 
 
+SCORED_DIGEST = {0: "662df21cfb6b111d1b7235d9b1536099", 3: "4cf7f2dfa108d0737f3239a3f7d82ac6"}
+"""md5 of repr([(id, prompt, answer)]) of the default eval set at heldout_seed 0 and 3, taken before the validation
+split existed (issue 38): drawing the validation split must leave the scored problems exactly as they were."""
+
+
+@pytest.mark.parametrize("heldout_seed", [0, 3])
+def test_the_validation_split_never_overlaps_the_scored_problems_and_leaves_them_unchanged(heldout_seed):
+    import hashlib
+
+    task = ArithmeticTask(heldout_seed=heldout_seed)
+    valid = task.validation_problems(50)
+    scored = task.eval_problems()
+    digest = hashlib.md5(repr([(p.id, p.prompt, p.answer) for p in scored]).encode()).hexdigest()
+    assert digest == SCORED_DIGEST[heldout_seed]  # the default run's scored problems, as before
+    key = lambda p: (p.category, p.meta["a"], p.meta["b"])  # noqa: E731
+    assert not {key(p) for p in valid} & {key(p) for p in scored}
+    assert [p.category for p in valid] == [t for t in task.categories for _ in range(50)]
+    assert len({key(p) for p in valid}) == len(valid) and all(p.id.startswith("valid/") for p in valid)
+    assert valid == task.validation_problems(50)  # a pure function of the seeds
+    drawn = [p for s in range(50) for p in task.train_problems(s, 64)] + task.supervised_examples(5000)
+    assert not {key(p) for p in valid} & {key(p) for p in drawn}  # never trained on either
+    # the small mul31 tier (7,200 problems, ~1/5 held out): asking past what is left after the scored 100 is one line
+    small = ArithmeticTask(tiers=["mul31"], heldout_seed=heldout_seed)
+    assert len(small.validation_problems(1000)) == 1000
+    with pytest.raises(ValueError, match="task.validation_per_tier=2000 exceeds .* left after the scored ones"):
+        small.validation_problems(2000)
+
+
 def test_the_data_seed_draws_the_stream_and_the_heldout_seed_the_test():
     today = ArithmeticTask(seed=3)  # task.seed alone draws both, as it always did
     assert ArithmeticTask(seed=3, heldout_seed=3).train_problems(2, 32) == today.train_problems(2, 32)
