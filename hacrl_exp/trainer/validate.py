@@ -84,6 +84,13 @@ def _check_graph(config: Config) -> None:
             f"algorithm={algorithm.name} shares rollouts but agents.topology={config.agents.topology} "
             "gives no learner a source; use topology all_to_all, star or ring"
         )
+    sharded = [name for name, agent in members.items() if agent.world_size > 1]
+    if algorithm.dynamic_sampling and sharded:
+        # each rank would regenerate and count every degenerate group: the rows and cost/* are not split yet
+        raise ConfigError(
+            f"algorithm={algorithm.name} (dynamic sampling) with a sharded agent ({', '.join(sharded)}) is not built; "
+            "set world_size=1 or use algorithm=gspo"
+        )
 
 
 WARM_START_SAMPLE = 512

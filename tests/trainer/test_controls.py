@@ -113,3 +113,14 @@ def test_dynamic_gspo_trains_a_tiny_agent_and_counts_its_extra_rollouts(tmp_path
     generated = [r["cost/generated_rollouts"] for r in read_metrics(f"{summary['output_dir']}/metrics.jsonl")
                  if r["agent"] and "cost/generated_rollouts" in r]  # fmt: skip
     assert generated and generated[-1] == 2 * 16 + extra  # the extra rounds are counted in cost/*
+
+
+def test_dynamic_sampling_on_a_sharded_agent_is_refused_in_one_line():
+    import pytest
+
+    from hacrl_exp.errors import ConfigError
+
+    overrides = [*tiny_overrides("pair", 1), "algorithm=gspo_dynamic", "executor=ray",
+                 "agents.members.opt_char.world_size=2"]  # fmt: skip
+    with pytest.raises(ConfigError, match=r"algorithm=gspo_dynamic \(dynamic sampling\) with a sharded agent "):
+        preflight(overrides)
