@@ -111,37 +111,68 @@ def log_agent_model(
     artifact_path: str = "model",
 ) -> str:
     """Log a `save_pretrained` folder (model + tokenizer) as an MLflow transformers model named `name` of `run_id`
-    at `step`; returns the model URI. MLflow links the run's metrics of that step to the model (its Models page
-    shows them), and the run gets `<artifact_path>.md`, a note on the model: MLflow 3's UI lists a logged model's
-    files on the model's page, and in the run's Artifacts tab only when the run has no artifacts of its own. Loads
-    back with `mlflow.transformers.load_model(uri)` as a text-generation pipeline. The model gets its run's
-    description (result first: hacrl_exp.tracking.description), which MLflow's model page shows.
+    at `step`; returns the model URI. The run's metrics of that step are linked to the model (its Models page shows
+    them; `link_step_metrics`, the held-out ones with their dataset), and the run gets `<artifact_path>.md`, a note
+    on the model: MLflow 3's UI lists a logged model's files on the model's page, and in the run's Artifacts tab only
+    when the run has no artifacts of its own. Loads back with `mlflow.transformers.load_model(uri)` as a
+    text-generation pipeline. The model gets its run's description (result first: hacrl_exp.tracking.description),
+    which MLflow's model page shows.
 
     pip requirements are given explicitly: the flavour's inference imports torchvision for any torch model, which
     this project does not install."""
     import mlflow
     import mlflow.transformers
+    from mlflow.entities import LoggedModelOutput
 
     requirements = [f"{p}=={importlib.metadata.version(p)}" for p in ("torch", "transformers")]
     active = mlflow.active_run()
-    if active is not None and active.info.run_id != run_id:
-        raise RuntimeError(f"another MLflow run ({active.info.run_id}) is active; cannot log a model to {run_id}")
+    if active is not None:  # log_model would link the model and its metrics to that run
+        raise RuntimeError(f"an MLflow run ({active.info.run_id}) is active; cannot log a model to {run_id}")
     mlflow.set_tracking_uri(client.tracking_uri)
-    with mlflow.start_run(run_id=run_id, nested=False):
-        info = mlflow.transformers.log_model(
-            transformers_model=str(folder),
-            name=name,
-            task="text-generation",
-            pip_requirements=requirements,
-            registered_model_name=registered_name,
-            step=step,
-        )
-    client.update_run(run_id, status="RUNNING")  # leaving the `with` marked the run FINISHED; the tracker closes it
-    description = client.get_run(run_id).data.tags.get("mlflow.note.content")
+    run = client.get_run(run_id)
+    model = client.create_logged_model(run.info.experiment_id, name=name, source_run_id=run_id)
+    # no active run: MLflow links nothing itself; the run's output and the step's metrics are linked below
+    info = mlflow.transformers.log_model(
+        transformers_model=str(folder),
+        name=name,
+        task="text-generation",
+        pip_requirements=requirements,
+        registered_model_name=registered_name,
+        model_id=model.model_id,
+    )
+    client.log_outputs(run_id, models=[LoggedModelOutput(model.model_id, step=step)])
+    link_step_metrics(client, model.model_id, run_id, step)
+    description = run.data.tags.get("mlflow.note.content")
     if description:  # the model's page shows its own description, not its run's
         client.set_logged_model_tags(info.model_id, {"mlflow.note.content": description})
     client.log_text(run_id, model_note(info, name, step, folder), f"{artifact_path}.md")
     return info.model_uri
+
+
+def link_step_metrics(client, model_id: str, run_id: str, step: int) -> int:
+    """Link the run's metrics of `step` to the logged model `model_id`, as MLflow's log_model does for a model logged
+    in a run, and the `eval/*` ones with the held-out set they were measured on (the run's input of context "eval",
+    `log_datasets`), so the model's page lists it under "Datasets used" (a run's own metrics carry no dataset).
+    Returns how many points were linked."""
+    from mlflow.entities import Metric
+
+    run = client.get_run(run_id)
+    held_out = [
+        d.dataset
+        for d in (run.inputs.dataset_inputs if run.inputs else [])
+        if any(t.key == "mlflow.data.context" and t.value == "eval" for t in d.tags)
+    ]
+    points = []
+    for key in run.data.metrics:
+        dataset = held_out[0] if held_out and key.startswith("eval/") else None
+        points += [
+            Metric(m.key, m.value, m.timestamp, m.step, model_id=model_id, run_id=run_id,
+                   dataset_name=dataset and dataset.name, dataset_digest=dataset and dataset.digest)
+            for m in client.get_metric_history(run_id, key) if m.step == step and m.model_id is None
+        ]  # fmt: skip
+    if points:
+        client.log_batch(run_id, metrics=points)
+    return len(points)
 
 
 def model_note(info, name: str, step: int, folder: Path) -> str:

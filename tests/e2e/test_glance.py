@@ -100,6 +100,12 @@ def test_models_carry_the_final_metrics_and_are_logged_once(multirun):
         linked = {m.key: (m.step, m.value) for m in found[0].metrics}
         assert step == 2 and linked == {k: (2, v) for k, v in metrics.items()}  # the Models page's values
         assert "final/accuracy_mean" in linked and "eval/accuracy/mean" in linked
+        # the held-out metrics name the set they were measured on: the model page's "Datasets used"
+        held_out = [i.dataset for i in client.get_run(run_id).inputs.dataset_inputs
+                    if {t.key: t.value for t in i.tags}.get("mlflow.data.context") == "eval"]  # fmt: skip
+        with_data = {m.key: (m.dataset_name, m.dataset_digest) for m in found[0].metrics if m.dataset_name}
+        assert len(held_out) == 1 and with_data
+        assert with_data == {k: (held_out[0].name, held_out[0].digest) for k in linked if k.startswith("eval/")}
         assert "model.md" in [f.path for f in client.list_artifacts(run_id)]  # shown under the run
         description = client.get_run(run_id).data.tags["mlflow.note.content"]
         assert found[0].tags["mlflow.note.content"] == description  # the model's page shows its run's description

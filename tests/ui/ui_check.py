@@ -15,7 +15,7 @@ problem one `ERROR` line on stderr):
   and its lines are drawn in the colours of their methods (hacrl_exp.tracking.views.method_colour);
 - compare configurations: agent runs grouped by agent and config, no "(none)" group, the store's (agent, config) pairs;
 - models: each model's visible name starts with its agent (`<agent>@<job>`), and (scrolled to) shows its run's
-  last-step eval/accuracy/mean;
+  last-step eval/accuracy/mean in a column of the held-out dataset it was measured on;
 - a parent run's description (below its tags, as MLflow lays the page out) opens on each agent's start → final;
   the agent run's Artifacts tab lists model.md;
 - each printed report: its first screen shows, per agent of the store, the bottom line's sentence saying which method
@@ -405,11 +405,19 @@ def check_models(page, url: str, job: dict, out: Path) -> list[str]:
     job_name = job["parent"].info.run_name
     agents_seen = {n.split("@")[0] for n in names}
     problems += [f"no visible model name starts with {a}@" for a in job["last"] if a not in agents_seen]
-    column = 'metrics.{"metricKey":"eval/accuracy/mean"}'
-    scroll_to(page, column)
+    # the held-out metrics are linked with their dataset: MLflow's column id then names it too (metricKey first)
+    key = '"metricKey":"eval/accuracy/mean"'
+    scroll_to(page, key, match="*=")
+    columns = page.evaluate(
+        "key => [...document.querySelectorAll('.ag-header-cell')].map(h => h.getAttribute('col-id'))"
+        ".filter(c => c && c.includes(key))",
+        key,
+    )
+    if not any("dataset" in c.lower() for c in columns):
+        problems.append(f"the Models page has no eval/accuracy/mean column of a dataset (columns: {columns})")
     rows = {}
-    for row in merged_rows(page, ["name", column]):
-        rows.setdefault(row.get("name"), row.get(column))
+    for row in merged_rows(page, ["name", *columns]):
+        rows.setdefault(row.get("name"), next((row[c] for c in columns if number(row.get(c)) is not None), None))
     for agent, last in job["last"].items():
         shown = {n: v for n, v in rows.items() if n and model_name(job_name, agent).startswith(n.rstrip("…"))}
         final = last.get("eval/accuracy/mean")
@@ -420,9 +428,10 @@ def check_models(page, url: str, job: dict, out: Path) -> list[str]:
     return problems
 
 
-def scroll_to(page, column: str) -> None:
-    """Scroll the grid right until the header of `column` is drawn whole in view (at most 80 steps of 300 px)."""
-    header = page.locator(f".ag-header-cell[col-id='{column}']")
+def scroll_to(page, column: str, match: str = "=") -> None:
+    """Scroll the grid right until the header of `column` (its col-id: equal, or containing it with match="*=") is
+    drawn whole in view (at most 80 steps of 300 px)."""
+    header = page.locator(f".ag-header-cell[col-id{match}'{column}']")
     for _ in range(80):
         text = header.first.evaluate(VISIBLE_TEXT) if header.count() else ""
         if text and not text.endswith("…"):
