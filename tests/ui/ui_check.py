@@ -17,7 +17,7 @@ problem one `ERROR` line on stderr):
 - models: each model's visible name starts with its agent (`<agent>@<job>`), and (scrolled to) shows its run's
   last-step eval/accuracy/mean in a column of the held-out dataset it was measured on;
 - a parent run's description (below its tags, as MLflow lays the page out) opens on each agent's start → final;
-  the agent run's Artifacts tab lists model.md;
+  the agent run's Artifacts tab lists model.md, and its model's page lists the held-out set under "Datasets used";
 - each printed report: its first screen shows, per agent of the store, the bottom line's sentence saying which method
   ended (or which tied) highest; no image is broken, and its report.md reads as UTF-8 (no mojibake);
 - no page shows an error text and the server answers no request with 5xx.
@@ -180,7 +180,16 @@ def pick_job(store: str, experiment: str | None) -> dict:
         "jobs": jobs,
         "setting_runs": [r for r in all_agents if setting is None or r.data.tags.get("setting") == setting],
         "last": {a.data.tags["agent"]: last_step_metrics(client, a.info.run_id) for a in agents},
+        "model": first_model(client, exp.experiment_id, agents[0]),
     }
+
+
+def first_model(client, experiment_id: str, run) -> tuple[str, str] | None:
+    """(model id, held-out dataset name) of the agent run's first logged model; None when it logged none."""
+    models = client.search_logged_models([experiment_id], filter_string=f"source_run_id = '{run.info.run_id}'")
+    held_out = [i.dataset.name for i in run.inputs.dataset_inputs
+                if {t.key: t.value for t in i.tags}.get("mlflow.data.context") == "eval"]  # fmt: skip
+    return (models[0].model_id, held_out[0]) if models and held_out else None
 
 
 def last_step_metrics(client, run_id: str) -> dict[str, float]:
@@ -443,7 +452,7 @@ def scroll_to(page, column: str, match: str = "=") -> None:
 
 def check_runs(page, base: str, job: dict, out: Path) -> list[str]:
     """The parent's description opens on each agent's start → final accuracy, visible before any "Show more"; the
-    agent run's Artifacts tab lists model.md."""
+    agent run's Artifacts tab lists model.md; its model's page lists the held-out set under "Datasets used"."""
     from hacrl_exp.tracking.description import accuracy_text
 
     parent, agent = job["parent"], job["agents"][0]
@@ -468,6 +477,14 @@ def check_runs(page, base: str, job: dict, out: Path) -> list[str]:
     problems += land(page, f"{base}/runs/{agent.info.run_id}/artifacts?{mode}", "text=eval")
     if not page.get_by_text("model.md", exact=True).count():
         problems.append("the agent run's Artifacts tab lists no model.md")
+    if job["model"] is not None:  # the agent's model page names the held-out set under "Datasets used"
+        model_id, dataset = job["model"]
+        problems += land(page, f"{base}/models/{model_id}?{mode}", "text=Datasets used")
+        page.screenshot(path=str(out / "model_page.png"))
+        body = page.inner_text("body")
+        shown = body.split("Datasets used", 1)[-1].strip().splitlines()[:1]
+        if not shown or not shown[0].startswith(dataset):
+            problems.append(f"the model page's 'Datasets used' shows {shown}, not the held-out set {dataset}")
     page.screenshot(path=str(out / "agent_artifacts.png"))
     return problems
 
