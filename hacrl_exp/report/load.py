@@ -140,6 +140,14 @@ def method_label(params: dict[str, str], extra: list[str] = (), tag: str | None 
     return label
 
 
+def method_label_of_tag(tag: str) -> str:
+    """The report's label of a job's `method` tag (hacrl_exp.tracking.names.method_name): 'hacpo-no_omega-no_clip'
+    → 'HACPO −ω −Clip', 'gspo_update_matched' → 'GSPO (update-matched)', 'gspo_x2' → 'GSPO×2'."""
+    algorithm, *off = tag.split("-no_")
+    label = TAGGED_METHODS.get(algorithm) or ALGORITHM_LABELS.get(algorithm, algorithm)
+    return label + "".join(f" −{MECHANISM_LABELS.get(m, m)}" for m in off)
+
+
 @dataclass
 class ReportData:
     """Everything the tables and plots read."""

@@ -125,8 +125,10 @@ def sized(widths: dict[str, int], columns: list[str]) -> dict:
 METHOD_COLOURS = {"hacpo": "#d62728", "gspo": "#1f77b4", "gspo_x2": "#17becf", "grpo": "#bcbd22", "naive": "#ff7f0e",
                   "gspo_update_matched": "#6baed6", "hacpo-no_capability_advantage": "#9467bd",
                   "hacpo-no_omega": "#8c564b", "hacpo-no_exponential_is": "#e377c2", "hacpo-no_stepwise": "#2ca02c",
-                  "hacpo-no_clip": "#393b79"}  # fmt: skip
-"""A method's colour in every MLflow view: the reports' colours (hacrl_exp/report/plots.py, keyed by label)."""
+                  "hacpo-no_clip": "#393b79", "gspo_dynamic": "#e7ba52",
+                  "hacpo_shuffled_partner": "#843c39"}  # fmt: skip
+"""A method's colour (by its `method` tag) in every MLflow view and every report figure (hacrl_exp.report.plots reads
+it under the reports' labels)."""
 OTHER_COLOURS = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")
 
 
