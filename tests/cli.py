@@ -87,7 +87,7 @@ def _process_state(cwd: str | Path | None, env: Mapping[str, str] | None) -> Ite
     finally:
         _end_mlflow_runs()
         _mlflow_uri(uri)
-        _clear_hydra()
+        clear_hydra()
         for handler in root.handlers:
             if handler not in handlers:
                 handler.close()
@@ -124,8 +124,12 @@ def _end_mlflow_runs() -> None:
         mlflow.end_run("KILLED")
 
 
-def _clear_hydra() -> None:
+def clear_hydra() -> None:
+    """Hydra's global state as in a new process: no initialised search path, and no job's config (a finished job
+    leaves HydraConfig set, which hacrl_exp.tracking.names.hydra_overrides would read as the next job's)."""
     if "hydra" in sys.modules:
         from hydra.core.global_hydra import GlobalHydra
+        from hydra.core.hydra_config import HydraConfig
 
         GlobalHydra.instance().clear()
+        HydraConfig.instance().cfg = None

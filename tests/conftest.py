@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests import parallel, store_template
+from tests.cli import clear_hydra
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
@@ -77,6 +78,13 @@ def shared_temp(tmp_path_factory) -> Path:
     """The session's temporary folder shared by its pytest-xdist workers (the one beside theirs), else its own."""
     base = tmp_path_factory.getbasetemp()
     return base.parent if WORKER is not None else base
+
+
+@pytest.fixture(autouse=True)
+def _outside_hydra():
+    """Each test starts outside any Hydra job: an earlier test's in-process job (a Hydra main run in this process)
+    leaves Hydra's global config set, and open_job would name this test's runs after its overrides."""
+    clear_hydra()
 
 
 @pytest.fixture(autouse=True)
