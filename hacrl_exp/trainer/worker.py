@@ -193,18 +193,20 @@ class AgentWorker:
                     own, lambda stale: draw([problems[p] for p in stale]), self.params.dynamic_target_rows,
                     self.params.dynamic_max_rounds,
                 )  # fmt: skip
-                self.cost.generated(self._resampled.extra_rows)  # every extra row generated, kept or not
-                self.cost.graded(len(self._resampled.extra_rows))
-                self.cost.scored(self._resampled.extra_prompt_ids, self._resampled.extra_rows,
-                                 models=1 + (self.agent.reference is not None))  # fmt: skip
+                # every extra row generated, kept or not (dynamic sampling runs unsharded: trainer/validate.py)
+                self._count(self._resampled.extra_prompt_ids, self._resampled.extra_rows)
             self._own = own
-        rows = len(own.response_ids)
-        self.cost.generated([own.response_ids[r] for r in rank_rows(rows, self.generating_ranks)])
+        self._count(own.prompt_ids, own.response_ids)
+        return own.shared(), times
+
+    def _count(self, prompt_ids: list[list[int]], response_ids: list[list[int]]) -> None:
+        """cost/* of rows this agent generated, graded and scored: this rank's share of each (rank_rows)."""
+        rows = len(response_ids)
+        self.cost.generated([response_ids[r] for r in rank_rows(rows, self.generating_ranks)])
         self.cost.graded(len(rank_rows(rows, self.ranks)))
         scored = rank_rows(rows, self.scoring_ranks)
-        self.cost.scored(own.prompt_ids[scored.start : scored.stop], own.response_ids[scored.start : scored.stop],
+        self.cost.scored(prompt_ids[scored.start : scored.stop], response_ids[scored.start : scored.stop],
                          models=1 + (self.agent.reference is not None))  # fmt: skip
-        return own.shared(), times
 
     def learn(
         self, sources: dict[int, SharedRollouts], loss_weight: torch.Tensor
