@@ -8,6 +8,7 @@ config sets model.trust_remote_code.
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,4 +227,22 @@ def save_agent(agent: Agent, folder: Path) -> None:
         save_lora_agent(agent.model, folder)
     else:
         agent.model.save_pretrained(folder, safe_serialization=True)
-    agent.tokenizer.save_pretrained(folder)
+    save_tokenizer(agent.tokenizer, folder)
+
+
+_OS_ERROR = re.compile(r"\(os error (\d+)\)")
+
+
+def save_tokenizer(tokenizer: PreTrainedTokenizerBase, folder: Path) -> None:
+    """tokenizer.save_pretrained(folder). The Rust `tokenizers` library reports a failed write of tokenizer.json as a
+    bare Exception ('No space left on device (os error 28)'): it is raised here as the OSError it is, naming the file,
+    so a full disk reads as one line (hacrl_exp.paths.output_error) and not as a traceback."""
+    try:
+        tokenizer.save_pretrained(folder)
+    except OSError:
+        raise
+    except Exception as exc:
+        code = _OS_ERROR.search(str(exc))
+        if code is None:
+            raise
+        raise OSError(int(code.group(1)), str(exc), str(Path(folder) / "tokenizer.json")) from exc

@@ -33,6 +33,7 @@ import torch
 import transformers
 from tqdm.auto import tqdm
 
+from hacrl_exp.agents.agent import save_tokenizer
 from hacrl_exp.paths import open_no_follow, output_error
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.rollout.hf import HFRolloutEngine
@@ -265,7 +266,7 @@ def _save_entry(model, tokenizer, meta: dict, path: Path, meta_file: str) -> Non
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name[:16]}-", dir=path.parent))
     try:
         model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
+        save_tokenizer(tokenizer, tmp)
         (tmp / meta_file).write_text(json.dumps(meta, indent=1, sort_keys=True))  # written last: marks completeness
         try:
             os.replace(tmp, path)

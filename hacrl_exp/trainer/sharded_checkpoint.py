@@ -17,7 +17,7 @@ from pathlib import Path
 
 import torch
 
-from hacrl_exp.agents.agent import Agent
+from hacrl_exp.agents.agent import Agent, save_tokenizer
 from hacrl_exp.agents.sharding import (
     full_state_dict,
     load_full_state_dict,
@@ -37,7 +37,7 @@ def save_sharded_agent_state(agent: Agent, folder: Path, rng: dict[str, torch.Te
         weights = {k: v for k, v in weights.items() if k in names}
         agent.model.save_pretrained(target, state_dict=weights, safe_serialization=True)
         _unwrapped_architecture(target / "config.json")
-        agent.tokenizer.save_pretrained(target)
+        save_tokenizer(agent.tokenizer, target)
         (folder / "rng").mkdir(parents=True, exist_ok=True)
         torch.save(rng, folder / "rng" / f"{agent.name}.pt")
     del weights

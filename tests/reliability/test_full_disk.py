@@ -8,6 +8,7 @@ resume after space is freed is exact. docs/reliability.md ("Paths, resume, signa
 
 from __future__ import annotations
 
+import errno
 import logging
 import shutil
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 from hacrl_exp.agents.manifest import checkpoint_problem
 from hacrl_exp.crash_drill import deterministic, mlflow_histories
 from hacrl_exp.errors import OutputError
+from hacrl_exp.paths import output_error
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
 from hacrl_exp.trainer.validate import preflight
@@ -178,3 +180,21 @@ def test_a_store_on_a_full_disk_is_refused_before_anything_is_written(tmp_path):
         with pytest.raises(ConfigError, match=rf"^tracking.uri=sqlite:///{disk}/mlflow.db: disk full: {disk} has \d+ "):
             check_store(TrackingConfig(uri=f"sqlite:///{disk}/mlflow.db"))
         assert sorted(p.name for p in disk.iterdir()) == ["filler"]
+
+
+def test_a_tokenizer_written_to_a_full_disk_is_an_os_error_naming_its_file(tmp_path):
+    """The Rust `tokenizers` library reports a full disk while writing tokenizer.json as a bare Exception, which the
+    checkpoint's one-line handling did not catch (CI failed on it: a traceback, when the filler left room for the
+    model but not for tokenizer.json). save_tokenizer raises it as OSError(ENOSPC) naming the file."""
+    from hacrl_exp.agents.agent import save_tokenizer
+    from hacrl_exp.agents.tiny import build_tokenizer
+
+    tokenizer = build_tokenizer("char", "0123456789+=")
+    with tmpfs(tmp_path / "disk", 16) as disk:
+        fill(disk, leave=4096)  # one page: tokenizer_config.json (written first, by Python) fits, tokenizer.json not
+        with pytest.raises(OSError) as info:
+            save_tokenizer(tokenizer, disk)
+        assert info.value.errno == errno.ENOSPC and info.value.filename == str(disk / "tokenizer.json"), info.value
+        assert output_error(info.value, disk, "then resume").args[0].startswith(
+            f"disk full: writing {disk / 'tokenizer.json'} failed with "
+        )
