@@ -195,6 +195,5 @@ def test_a_tokenizer_written_to_a_full_disk_is_an_os_error_naming_its_file(tmp_p
         with pytest.raises(OSError) as info:
             save_tokenizer(tokenizer, disk)
         assert info.value.errno == errno.ENOSPC and info.value.filename == str(disk / "tokenizer.json"), info.value
-        assert output_error(info.value, disk, "then resume").args[0].startswith(
-            f"disk full: writing {disk / 'tokenizer.json'} failed with "
-        )
+        line = str(output_error(info.value, disk, "then resume"))
+        assert line.startswith(f"disk full: writing {disk / 'tokenizer.json'} failed with "), line
