@@ -2,7 +2,7 @@
 
     # Report: <name>[ (superseded by <successor>)]
     > **Superseded** by …                 (a kept old report only: its folder's superseded.json)
-    ## Bottom line                         (opening.bottom_line: three sentences per agent)
+    ## Bottom line                         (opening.bottom_line: four sentences per agent)
     ## The claims at a glance             (opening.claims_block: the forest plot's claims rows, one screen)
     ## Contents                            (every ## and ### heading below, linked to its anchor)
     ## Regime, ## Headline, …              (the sections, as the builder lists them)

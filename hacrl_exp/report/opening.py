@@ -1,4 +1,4 @@
-"""The report's opening: its bottom line (three sentences per agent) and the claims block of the forest plot.
+"""The report's opening: its bottom line (four sentences per agent) and the claims block of the forest plot.
 
 Both are computed from the tables the report writes (tables/comparisons.csv, accuracy.csv, cost.csv, as
 `build.comparisons_frame`, the accuracy table's means and `costs.cost_table` give them), so a published report's
@@ -10,7 +10,10 @@ Per agent, over the comparisons on the mean column:
    hypothesised gains that are refuted, and how many comparisons are neither;
 3. at which cost: for each difference that holds, which of generated rollouts, updates and trained rows it held
    equal (`costs.held_equal`: within ±0.5%) and A's ratio of the others; when nothing holds, the comparison with the
-   smallest Holm-adjusted sign-flip p, with its costs.
+   smallest Holm-adjusted sign-flip p, with its costs;
+4. the comparison closest to equal compute: of HACPO's comparisons with a baseline that trains alone (`rules.ALONE`),
+   the one whose process seconds or backward tokens ratio is nearest 1 (|log r| smallest; `compute_sentence`), with
+   that ratio, the other one and its verdict (issue 38: the headline names the comparison closest to equal compute).
 """
 
 from __future__ import annotations
@@ -21,9 +24,9 @@ from pathlib import Path
 import pandas as pd
 
 from hacrl_exp.report import plots
-from hacrl_exp.report.costs import COSTS, cost_ratios, held_equal
+from hacrl_exp.report.costs import COSTS, cost_ratios, cost_ratios_of, held_equal
 from hacrl_exp.report.headline import HEADLINE_ORDER
-from hacrl_exp.report.rules import MAIN_METHODS
+from hacrl_exp.report.rules import ALONE, MAIN_METHODS
 from hacrl_exp.report.stats import BEAT, FELL_SHORT, MATCHED, REFUTED, UNTESTABLE
 from hacrl_exp.report.tables import BASE
 from hacrl_exp.report.text import num, pval, signed
@@ -31,6 +34,9 @@ from hacrl_exp.report.text import num, pval, signed
 HOLDS = (BEAT, FELL_SHORT, MATCHED)
 """The verdicts that say a difference (or an equivalence) holds across seeds."""
 KEY_COSTS = ("generated rollouts", "updates", "trained rows")
+COMPUTE_COSTS = ("process s", "backward tokens")
+"""The costs that stand for compute in the fourth sentence: CPU/GPU seconds of the agent's calls, and the tokens
+its backward passes ran."""
 """The costs the bottom line names (the headline and the Costs section give the rest)."""
 CLAIMS_PLOT = "forest_claims.png"
 
@@ -173,8 +179,36 @@ def cost_sentence(agent: str, comparisons: pd.DataFrame, cost: pd.DataFrame) -> 
     return f"Costs held equal (of {of}): {'; '.join(parts)}."
 
 
+def compute_sentence(agent: str, comparisons: pd.DataFrame, cost: pd.DataFrame) -> str:
+    """Of HACPO's comparisons with a baseline that trains alone (mean column), the one closest to equal compute: the
+    smallest |log r| over r, A's ratio of B's process seconds and backward tokens (`COMPUTE_COSTS`), with both ratios
+    and the verdict. '' when the agent has no such comparison; a sentence saying so when no run logged either cost."""
+    mine = mean_rows(comparisons, agent)
+    mine = mine[(mine["a"] == "HACPO") & mine["b"].isin(ALONE)]
+    if mine.empty:
+        return ""
+    best = None
+    for _, row in mine.iterrows():
+        ratios = cost_ratios_of(cost, agent, row["a"], row["b"], COMPUTE_COSTS)
+        logged = {n: r for n, r in ratios.items() if math.isfinite(r)}
+        if logged:
+            name = min(logged, key=lambda n: abs(math.log(logged[n])))
+            if best is None or abs(math.log(logged[name])) < abs(math.log(best[2][best[1]])):
+                best = (row, name, logged)
+    if best is None:
+        return f"Compute ({_join(list(COMPUTE_COSTS))}) was not logged by these runs."
+    row, name, logged = best
+    others = [f"{num(r, 2)}× {n}" for n, r in logged.items() if n != name]
+    rest = f" ({', '.join(others)})" if others else ""
+    verdict = row["verdict"] if row["verdict"] in (*HOLDS, REFUTED, UNTESTABLE) else "not established"
+    return (
+        f"Closest to equal compute, of the baselines that train alone: {row['a']} vs {row['b']}, at "
+        f"{num(logged[name], 2)}× {name}{rest}: {verdict}, Δ {signed(row['seed_delta_mean'])}."
+    )
+
+
 def bottom_line(comparisons: pd.DataFrame, accuracy: pd.DataFrame, cost: pd.DataFrame) -> list[str]:
-    """The bottom line: per agent one bullet of three sentences (module docstring), from the report's tables; a cost
+    """The bottom line: per agent one bullet of four sentences (module docstring), from the report's tables; a cost
     column the table lacks (an older report's) is a cost not logged."""
     cost = cost.reindex(columns=[*cost.columns, *(c for c in COSTS if c not in cost)])  # absent: not logged
     agents = sorted(set(accuracy["agent"]) & set(comparisons["agent"]))
@@ -182,7 +216,7 @@ def bottom_line(comparisons: pd.DataFrame, accuracy: pd.DataFrame, cost: pd.Data
         return ["No comparison in this selection: nothing to conclude."]
     return [
         f"- **{agent}.** {best_sentence(agent, accuracy, comparisons)} {holds_sentence(agent, comparisons)} "
-        f"{cost_sentence(agent, comparisons, cost)}"
+        f"{cost_sentence(agent, comparisons, cost)} {compute_sentence(agent, comparisons, cost)}".rstrip()
         for agent in agents
     ]
 

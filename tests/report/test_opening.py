@@ -31,9 +31,11 @@ def accuracy(means: dict[tuple[str, str], float]) -> pd.DataFrame:
 
 
 def cost(rows: dict[tuple[str, str], tuple]) -> pd.DataFrame:
-    """(agent, method) -> (generated rollouts, updates, trained rows)."""
-    names = ["generated rollouts", "updates", "trained rows"]
-    return pd.DataFrame([(a, m, *v) for (a, m), v in rows.items()], columns=["agent", "method", *names])
+    """(agent, method) -> (generated rollouts, updates, trained rows[, process s, backward tokens]); a cost a row
+    leaves out is not logged (NaN)."""
+    names = ["generated rollouts", "updates", "trained rows", "process s", "backward tokens"]
+    cells = [(a, m, *v, *[None] * (len(names) - len(v))) for (a, m), v in rows.items()]
+    return pd.DataFrame(cells, columns=["agent", "method", *names])
 
 
 WEAK = [  # a beat, a match, a not-established claim, a baseline beat
@@ -54,9 +56,9 @@ MEANS = {
     ("strong", "base (step 0)"): 0.441, ("strong", "GSPO"): 0.6112, ("strong", "Naive"): 0.6108,
     ("strong", "HACPO"): 0.574,
 }  # fmt: skip
-COSTS = {
-    ("weak", "GSPO"): (10240, 160, 5000), ("weak", "GSPO×2"): (20480, 320, 12400),
-    ("weak", "Naive"): (10240, 320, 15700), ("weak", "HACPO"): (10240, 320, 15500),
+COSTS = {  # weak: HACPO's compute is closest to GSPO×2's (process s 35.2 / 33.0), not GSPO's; strong: not logged
+    ("weak", "GSPO"): (10240, 160, 5000, 17.0, 124_000), ("weak", "GSPO×2"): (20480, 320, 12400, 33.0, 365_000),
+    ("weak", "Naive"): (10240, 320, 15700, 34.6, 755_000), ("weak", "HACPO"): (10240, 320, 15500, 35.2, 756_000),
     ("strong", "GSPO"): (10240, 160, 4600), ("strong", "Naive"): (10240, 320, 15700),
     ("strong", "HACPO"): (10240, 320, 14300),
 }  # fmt: skip
@@ -71,7 +73,9 @@ def test_the_bottom_line_names_the_best_method_what_holds_and_the_costs_held_equ
         "within ±0.050 of Naive (Δ -0.004); Naive above GSPO (Δ +0.074); 1 is not established. "
         "Costs held equal (of generated rollouts, updates and trained rows): generated rollouts and updates for "
         "HACPO vs Naive (HACPO 0.99× trained rows); generated rollouts for HACPO vs GSPO (HACPO 3.10× trained rows, "
-        "2.00× updates) and Naive vs GSPO (Naive 3.14× trained rows, 2.00× updates)."
+        "2.00× updates) and Naive vs GSPO (Naive 3.14× trained rows, 2.00× updates). "
+        "Closest to equal compute, of the baselines that train alone: HACPO vs GSPO×2, at 1.07× process s (2.07× "
+        "backward tokens): not established, Δ +0.033."
     )
     assert strong == (
         "- **strong.** GSPO and Naive tied highest, at 0.611 mean final held-out accuracy over 10 seeds (then HACPO "
@@ -79,7 +83,8 @@ def test_the_bottom_line_names_the_best_method_what_holds_and_the_costs_held_equ
         "No difference holds (3 comparisons, Holm-adjusted, across 10 seeds); refuted at the hypothesised size: "
         "HACPO over GSPO by +0.032; 2 are not established. "
         "With nothing established there is no cost to weigh; nearest to a difference is HACPO vs Naive (Δ -0.037, "
-        "Holm p 0.066), at equal generated rollouts and updates (HACPO 0.91× trained rows)."
+        "Holm p 0.066), at equal generated rollouts and updates (HACPO 0.91× trained rows). "
+        "Compute (process s and backward tokens) was not logged by these runs."
     )
 
 
@@ -96,7 +101,7 @@ def test_the_bottom_line_of_an_old_report_says_its_rules_and_the_costs_it_did_no
         "0.400); none of its leads is established. No difference holds (2 comparisons, across 10 seeds, under the "
         "rules this report was built with). With nothing established there is no cost to weigh; nearest to a "
         "difference is Naive vs GSPO (Δ +0.020, Holm p 0.500), at equal generated rollouts; updates and trained rows "
-        "not logged by these runs."
+        "not logged by these runs. Compute (process s and backward tokens) was not logged by these runs."
     )
 
 
