@@ -117,6 +117,19 @@ def test_gap_regime_is_the_pair_warm_started_to_target_accuracies_over_ten_seeds
     assert config.trainer.steps == 80
 
 
+def test_the_room_regime_is_the_gap_grid_with_both_agents_warm_started_lower_in_its_own_experiment():
+    """paper_gap_room_tiny (issue 38): the gap grid's methods, seeds, tiers and steps, the strong agent warm-started to
+    0.40 and the weak one to 0.15 (room at both ends), its own MLflow experiment and grid tag."""
+    room, gap = hydra_node(["experiment=paper_gap_room_tiny"]), hydra_node(["experiment=paper_gap_tiny"])
+    assert room.sweeper.params == gap.sweeper.params  # 11 methods x seeds 0-9
+    config = preflight(["experiment=paper_gap_room_tiny", "+method=gspo_dynamic", "seed=4"])
+    assert config.tracking.experiment == config.tracking.tags["grid"] == "paper_gap_room_tiny"  # never mixed
+    assert config.task.tiers == ["add3", "add4"] and config.trainer.steps == 80 and config.algorithm.name == "gspo_dynamic"
+    strong, weak = config.agents.members["opt_char"], config.agents.members["gpt2_bpe"]
+    assert (strong.warm_start.target_accuracy, weak.warm_start.target_accuracy) == (0.40, 0.15)
+    assert (config.task.seed, config.task.heldout_seed) == (4, 0)
+
+
 @pytest.mark.parametrize("method", sorted(GRID_METHODS))
 def test_every_grid_job_composes_to_its_method(method):
     config = preflight(["experiment=paper_table1_tiny", f"+method={method}", "seed=2"])
