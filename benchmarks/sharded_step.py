@@ -3,16 +3,16 @@
     python -m benchmarks.sharded_step [--steps 4] [--worlds 1,2,4] [--out benchmarks/results/sharded_step.json]
                                       [--set KEY=VALUE ...] [--smoke]
 
-The agent is agents=solo's opt_char, widened so that compute dominates a step (OPT, hidden 256, 4 layers, 4 heads,
-char tokenizer; no warm start, so every response runs to rollout.max_new_tokens and each step does the same work),
-trained with algorithm=gspo on 8 prompts × G 8 and algorithm.kl_coef=0.001 (every reward is 0 untrained, so only the
+The agent is agents=solo's opt_char, widened so that compute dominates a step (OPT, hidden 256, 4 layers, 4 heads, char
+tokenizer; no warm start, so every response runs to rollout.max_new_tokens and each step does the same work), trained
+with algorithm=gspo on 16 prompts × G 8 = 128 rows and algorithm.kl_coef=0.001 (every reward is 0 untrained, so only the
 KL term gives rows to train, with a reference). Each W runs in its own spawned processes, one per rank and one torch
-thread each (W = 1 too, so the three are alike), one after another; per step, the first dropped: the seconds of
-phases 1–3 (rollout; of it, generation) and 5–7 (learn), and each rank's work from its cost meter (rows generated and
-graded, tokens through forward and backward; `AgentWorker.take_costs`). The ranks divide generation (the counter
-sampler's rows, `agents.sharding.RankSlicedEngine`), grading, scoring (`rank_sliced_logprobs`) and learning (each a
-token share of every mini-batch, `trainer.step.update`), so each rank's work is about 1/W of W = 1's; the step time
-shrinks only where the machine has a core per rank (W = 4 on 2 cores shares them).
+thread each (W = 1 too, so the three are alike), one after another; per step, the first dropped: the seconds of phases
+1–3 (rollout; of it, generation) and 5–7 (learn), and each rank's work from its cost meter (rows generated and graded,
+tokens through forward and backward; `AgentWorker.take_costs`). The ranks divide generation (the counter sampler's rows,
+`agents.sharding.RankSlicedEngine`), grading, scoring (`rank_sliced_logprobs`) and learning (each a token share of every
+mini-batch, `trainer.step.update`), so each rank's work is about 1/W of W = 1's; the step time shrinks only where the
+machine has a core per rank (W = 4 on 2 cores shares them).
 Communication: for one extra step, torch.profiler on rank 0 of W = 2 records the gloo collectives (FSDP2's
 all-gathers and reduce-scatters, the gradient-norm all-reduce, the gathered rollouts, rewards and update terms) and
 the share of the step's wall time spent inside them (a record lasts until the peer arrives: waiting counts too).
@@ -42,7 +42,7 @@ OVERRIDES = [
     "agents.members.opt_char.model.num_layers=4",
     "agents.members.opt_char.model.num_heads=4",
     "algorithm.kl_coef=0.001",  # untrained, every reward is 0: KL makes every own row train (a sharded reference too)
-    "trainer.prompts_per_step=8",
+    "trainer.prompts_per_step=16",  # 128 rows: at 64, a decoding step's per-call cost, which W does not divide, weighs
     "trainer.group_size=8",
     "rollout.max_new_tokens=32",
     "task.tiers=[add2]",
@@ -183,6 +183,7 @@ SMOKE = (
     "agents.members.opt_char.model.hidden_size=96",
     "agents.members.opt_char.model.num_layers=3",
     "agents.members.opt_char.model.num_heads=4",
+    "trainer.prompts_per_step=8",  # the smoke run checks the machinery: 64 rows are enough
 )
 
 
