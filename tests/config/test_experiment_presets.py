@@ -124,7 +124,8 @@ def test_the_room_regime_is_the_gap_grid_with_both_agents_warm_started_lower_in_
     assert room.sweeper.params == gap.sweeper.params  # 11 methods x seeds 0-9
     config = preflight(["experiment=paper_gap_room_tiny", "+method=gspo_dynamic", "seed=4"])
     assert config.tracking.experiment == config.tracking.tags["grid"] == "paper_gap_room_tiny"  # never mixed
-    assert config.task.tiers == ["add3", "add4"] and config.trainer.steps == 80 and config.algorithm.name == "gspo_dynamic"
+    assert config.task.tiers == ["add3", "add4"] and config.trainer.steps == 80
+    assert config.algorithm.name == "gspo_dynamic"
     strong, weak = config.agents.members["opt_char"], config.agents.members["gpt2_bpe"]
     assert (strong.warm_start.target_accuracy, weak.warm_start.target_accuracy) == (0.40, 0.15)
     assert (config.task.seed, config.task.heldout_seed) == (4, 0)
