@@ -70,16 +70,18 @@ def held_equal(ratios: dict[str, float]) -> tuple[list[str], dict[str, float]]:
 
 RATIO_COSTS = ("trained rows", "backward tokens", "updates", "process s")
 """The costs every comparison's ratio row gives (issue 38): rows and backward tokens are what a learner trains on."""
+COMPUTE_COSTS = ("process s", "backward tokens")
+"""The costs that stand for compute: CPU/GPU seconds of the agent's calls, and the tokens its backward passes ran."""
 
 
 def comparison_ratios(pairs: list[tuple[str, str, str]], cost: pd.DataFrame) -> pd.DataFrame:
     """(agent, comparison, one column per RATIO_COSTS: A's mean over B's, NaN when either did not log it, and
-    'closest to equal': the cost of process s and backward tokens whose ratio is nearest 1, |log r| smallest) for each
+    'closest to equal': the cost of COMPUTE_COSTS whose ratio is nearest 1, |log r| smallest) for each
     (agent, A, B) in `pairs`, in order."""
     rows = []
     for agent, a, b in pairs:
         ratios = cost_ratios_of(cost, agent, a, b, RATIO_COSTS)
-        compute = {n: ratios[n] for n in ("process s", "backward tokens") if math.isfinite(ratios[n])}
+        compute = {n: ratios[n] for n in COMPUTE_COSTS if math.isfinite(ratios[n])}
         closest = min(compute, key=lambda n: abs(math.log(compute[n])), default="")
         rows.append([agent, f"{a} vs {b}", *(ratios[n] for n in RATIO_COSTS), closest])
     return pd.DataFrame(rows, columns=["agent", "comparison", *RATIO_COSTS, "compute closest to equal"])

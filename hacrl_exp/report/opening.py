@@ -24,7 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 from hacrl_exp.report import plots
-from hacrl_exp.report.costs import COSTS, cost_ratios, cost_ratios_of, held_equal
+from hacrl_exp.report.costs import COMPUTE_COSTS, COSTS, comparison_ratios, cost_ratios, held_equal
 from hacrl_exp.report.headline import HEADLINE_ORDER
 from hacrl_exp.report.rules import ALONE, MAIN_METHODS
 from hacrl_exp.report.stats import BEAT, FELL_SHORT, MATCHED, REFUTED, UNTESTABLE
@@ -34,9 +34,6 @@ from hacrl_exp.report.text import num, pval, signed
 HOLDS = (BEAT, FELL_SHORT, MATCHED)
 """The verdicts that say a difference (or an equivalence) holds across seeds."""
 KEY_COSTS = ("generated rollouts", "updates", "trained rows")
-COMPUTE_COSTS = ("process s", "backward tokens")
-"""The costs that stand for compute in the fourth sentence: CPU/GPU seconds of the agent's calls, and the tokens
-its backward passes ran."""
 """The costs the bottom line names (the headline and the Costs section give the rest)."""
 CLAIMS_PLOT = "forest_claims.png"
 
@@ -181,29 +178,26 @@ def cost_sentence(agent: str, comparisons: pd.DataFrame, cost: pd.DataFrame) -> 
 
 def compute_sentence(agent: str, comparisons: pd.DataFrame, cost: pd.DataFrame) -> str:
     """Of HACPO's comparisons with a baseline that trains alone (mean column), the one closest to equal compute: the
-    smallest |log r| over r, A's ratio of B's process seconds and backward tokens (`COMPUTE_COSTS`), with both ratios
-    and the verdict. '' when the agent has no such comparison; a sentence saying so when no run logged either cost."""
+    smallest |log r| of the ratio `costs.comparison_ratios` names closest to equal (of COMPUTE_COSTS), with the other
+    ratio and the verdict. '' when the agent has no such comparison; a sentence saying so when no run logged either
+    cost."""
     mine = mean_rows(comparisons, agent)
-    mine = mine[(mine["a"] == "HACPO") & mine["b"].isin(ALONE)]
+    mine = mine[(mine["a"] == "HACPO") & mine["b"].isin(ALONE)].reset_index(drop=True)
     if mine.empty:
         return ""
-    best = None
-    for _, row in mine.iterrows():
-        ratios = cost_ratios_of(cost, agent, row["a"], row["b"], COMPUTE_COSTS)
-        logged = {n: r for n, r in ratios.items() if math.isfinite(r)}
-        if logged:
-            name = min(logged, key=lambda n: abs(math.log(logged[n])))
-            if best is None or abs(math.log(logged[name])) < abs(math.log(best[2][best[1]])):
-                best = (row, name, logged)
-    if best is None:
+    ratios = comparison_ratios([(agent, r["a"], r["b"]) for _, r in mine.iterrows()], cost)
+    closest = ratios["compute closest to equal"].tolist()
+    distance = [abs(math.log(ratios.at[i, name])) if name else math.inf for i, name in enumerate(closest)]
+    if min(distance) == math.inf:
         return f"Compute ({_join(list(COMPUTE_COSTS))}) was not logged by these runs."
-    row, name, logged = best
-    others = [f"{num(r, 2)}× {n}" for n, r in logged.items() if n != name]
+    i = distance.index(min(distance))
+    row, name = mine.iloc[i], closest[i]
+    others = [f"{num(ratios.at[i, n], 2)}× {n}" for n in COMPUTE_COSTS if n != name and math.isfinite(ratios.at[i, n])]
     rest = f" ({', '.join(others)})" if others else ""
     verdict = row["verdict"] if row["verdict"] in (*HOLDS, REFUTED, UNTESTABLE) else "not established"
     return (
         f"Closest to equal compute, of the baselines that train alone: {row['a']} vs {row['b']}, at "
-        f"{num(logged[name], 2)}× {name}{rest}: {verdict}, Δ {signed(row['seed_delta_mean'])}."
+        f"{num(ratios.at[i, name], 2)}× {name}{rest}: {verdict}, Δ {signed(row['seed_delta_mean'])}."
     )
 
 
