@@ -95,8 +95,9 @@ def untestable(mean_b: float, effect: Stated | None, margin: Stated | None, edge
 
 
 def family_of(a: str, b: str) -> str:
-    """CLAIMS for HACPO against a main method, ABLATIONS for HACPO against 'HACPO −X', else BASELINES."""
-    if a == "HACPO" and b.startswith("HACPO "):
+    """CLAIMS for HACPO against a main method (the partner-rows control SHUFFLED included: it is not an ablation of a
+    mechanism), ABLATIONS for HACPO against 'HACPO −X', else BASELINES."""
+    if a == "HACPO" and b.startswith("HACPO −"):
         return ABLATIONS
     return CLAIMS if a == "HACPO" else BASELINES
 

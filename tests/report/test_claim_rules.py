@@ -136,3 +136,13 @@ def test_the_ceiling_verdict_is_named_in_the_sentences_and_the_headline():
     assert "untestable (ceiling): GSPO×2 ends at 0.985" in verdict_phrase(c)
     sentence = headline_sentence(c, pd.DataFrame(columns=["agent", "method"]))
     assert sentence.startswith("⊤ **opt_char**: HACPO vs GSPO×2: untestable (ceiling)") and "room 0.015" in sentence
+
+
+def test_the_partner_rows_control_is_a_claim_and_only_hacpo_minus_a_mechanism_an_ablation():
+    """HACPO vs its shuffled-partner control tests the partner's signal, a claim; it was filed as an ablation because
+    its label starts with 'HACPO ' (a partial grid's headline left it out)."""
+    from hacrl_exp.report.rules import ABLATIONS, BASELINES, CLAIMS, DYNAMIC, SHUFFLED, family_of
+
+    assert family_of("HACPO", SHUFFLED) == family_of("HACPO", DYNAMIC) == family_of("HACPO", "GSPO×2") == CLAIMS
+    assert family_of("HACPO", "HACPO −ω") == family_of("HACPO", "HACPO −Adv −Clip") == ABLATIONS
+    assert family_of(SHUFFLED, "GSPO") == family_of("Naive", "GSPO") == BASELINES
