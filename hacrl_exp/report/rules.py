@@ -42,9 +42,9 @@ FAMILY_TITLES = {
     ABLATIONS: "HACPO against HACPO with one mechanism off",
 }
 MAIN_METHODS = ("GSPO", UPDATE_MATCHED, DYNAMIC, "GSPO×2", "GRPO", "Naive", SHUFFLED, "HACPO")
+"""Order of the main methods; in a comparison A is the later one, so HACPO is always A."""
 ALONE = ("GSPO", UPDATE_MATCHED, DYNAMIC, "GSPO×2", "GRPO")
 """The main methods whose agents train alone, on their own rollouts (no partner's rows)."""
-"""Order of the main methods; in a comparison A is the later one, so HACPO is always A."""
 
 
 @dataclass(frozen=True)
