@@ -141,7 +141,7 @@ def log_agent_model(
         model_id=model.model_id,
     )
     client.log_outputs(run_id, models=[LoggedModelOutput(model.model_id, step=step)])
-    link_step_metrics(client, model.model_id, run_id, step)
+    link_step_metrics(client, model.model_id, run, step)
     description = run.data.tags.get("mlflow.note.content")
     if description:  # the model's page shows its own description, not its run's
         client.set_logged_model_tags(info.model_id, {"mlflow.note.content": description})
@@ -149,14 +149,14 @@ def log_agent_model(
     return info.model_uri
 
 
-def link_step_metrics(client, model_id: str, run_id: str, step: int) -> int:
-    """Link the run's metrics of `step` to the logged model `model_id`, as MLflow's log_model does for a model logged
-    in a run, and the `eval/*` ones with the held-out set they were measured on (the run's input of context "eval",
-    `log_datasets`), so the model's page lists it under "Datasets used" (a run's own metrics carry no dataset).
-    Returns how many points were linked."""
+def link_step_metrics(client, model_id: str, run, step: int) -> int:
+    """Link the metrics of `step` of `run` (an mlflow Run, as `client.get_run` gives it) to the logged model
+    `model_id`, as MLflow's log_model does for a model logged in a run, and the `eval/*` ones with the held-out set
+    they were measured on (the run's input of context "eval", `log_datasets`), so the model's page lists it under
+    "Datasets used" (a run's own metrics carry no dataset). Returns how many points were linked."""
     from mlflow.entities import Metric
 
-    run = client.get_run(run_id)
+    run_id = run.info.run_id
     held_out = [
         d.dataset
         for d in (run.inputs.dataset_inputs if run.inputs else [])
