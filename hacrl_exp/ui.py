@@ -151,6 +151,25 @@ def start_mlflow(uri: str, port: int, log_path: Path) -> subprocess.Popen:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+@contextlib.contextmanager
+def stops_deferred():
+    """Ctrl-C, SIGTERM and SIGHUP received inside the block are raised (KeyboardInterrupt) when it ends: a stop that
+    came while `subprocess.Popen` was starting the server would otherwise leave the server running in its own session,
+    with no `server` to stop (CI's stop right after "starting mlflow server" left one alive)."""
+    received: list[int] = []
+    before = {number: signal.signal(number, lambda signum, _frame: received.append(signum)) for number in STOP_SIGNALS}
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+    if received:
+        raise KeyboardInterrupt
+
+
 def wait_until_up(server: subprocess.Popen, port: int, log_path: Path) -> None:
     deadline = time.monotonic() + START_S
     while time.monotonic() < deadline:
@@ -221,13 +240,14 @@ def main(argv: list[str] | None = None) -> int:
         if reports is not None:
             check_port(reports_port, "--reports-port")
     experiments = training_experiments(uri)
-    for signum in (signal.SIGTERM, signal.SIGHUP):  # stop both servers as Ctrl-C does (SIGHUP: a closed terminal)
+    for signum in STOP_SIGNALS[1:]:  # stop both servers as Ctrl-C does (SIGHUP: a closed terminal)
         signal.signal(signum, signal.default_int_handler)
     log_path = private_folder("hacrl_ui_") / f"mlflow_{args.port}.log"  # no one else can plant a symlink there
     server, static, stopped = None, None, False
     try:
         print(f"starting mlflow server for {uri} on {HOST}:{args.port} (about 20 s; log {log_path})", file=sys.stderr)
-        server = start_mlflow(uri, args.port, log_path)
+        with stops_deferred():  # `server` is set before a stop is raised
+            server = start_mlflow(uri, args.port, log_path)
         wait_until_up(server, args.port, log_path)
         static = serve_reports(reports, reports_port) if reports is not None else None
         base = f"http://{HOST}:{args.port}"

@@ -1,4 +1,9 @@
-"""Real gloo ranks for tests: W spawned processes, one process group on 127.0.0.1 (agents.sharding's rendezvous)."""
+"""Real gloo ranks for tests: W processes, one process group on 127.0.0.1 (agents.sharding's rendezvous).
+
+The ranks are forked from the test's process (multiprocessing's "fork"), which has torch, transformers and the
+package imported: a spawned rank imports them again, ~10 s of CPU each on CI's 2 cores, and the group is what these
+tests check, not a new interpreter. Ranks run torch on one thread, as the test process does (no OpenMP pool crosses
+the fork); a rank forms its own process group and destroys it before it ends."""
 
 from __future__ import annotations
 
@@ -7,6 +12,8 @@ from collections.abc import Callable
 
 import torch
 import torch.multiprocessing as mp
+
+START_METHOD = "fork"  # see the module's docstring
 
 
 def join_cpu_group(rank: int, world: int, ports) -> socket.socket | None:
@@ -24,9 +31,9 @@ def join_cpu_group(rank: int, world: int, ports) -> socket.socket | None:
 
 
 def run_ranks(target: Callable, world: int, *args, timeout: float = 300) -> None:
-    """Run target(rank, ports, *args) in `world` spawned processes (`ports`: the queue `join_cpu_group` takes) and
+    """Run target(rank, ports, *args) in `world` forked processes (`ports`: the queue `join_cpu_group` takes) and
     assert that every one exited 0."""
-    ctx = mp.get_context("spawn")
+    ctx = mp.get_context(START_METHOD)
     ports = ctx.Queue()
     procs = [ctx.Process(target=target, args=(rank, ports, *args)) for rank in range(world)]
     for proc in procs:

@@ -1,5 +1,6 @@
-"""hacrl_exp.agents.sharding on two real gloo ranks (spawned processes): the loopback rendezvous, the full weights a
-tensor-parallel vLLM engine would load, and data-parallel generation and scoring equal to one unsharded agent's."""
+"""hacrl_exp.agents.sharding on two real gloo ranks (forked processes, tests/gloo_ranks.py): the loopback rendezvous,
+the full weights a tensor-parallel vLLM engine would load, and data-parallel generation and scoring equal to one
+unsharded agent's."""
 
 from __future__ import annotations
 

@@ -17,6 +17,7 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -193,10 +194,28 @@ def test_ui_writes_its_server_log_into_a_private_folder(tmp_path):
         assert log.parent.name.startswith("hacrl_ui_") and stat.S_IMODE(folder.st_mode) == 0o700
         assert not os.path.islink(log) and folder.st_uid == os.getuid()
     finally:
-        ui.send_signal(signal.SIGTERM)
+        ui.send_signal(signal.SIGTERM)  # at once: this stop once came while the server was being started, and left it
         ui.wait(timeout=60)
         planted.unlink(missing_ok=True)
     assert victim.read_text() == "precious" and not log.parent.exists()  # a clean stop removes the log and folder
+    assert servers_on(port) == []  # the mlflow server (its own session) and its workers were stopped too
+
+
+def servers_on(port: int, wait_s: float = 10.0) -> list[str]:
+    """Command lines of the processes that still serve `--port port` after up to `wait_s` s (workers end after their
+    group leader, which `hacrl_exp.ui.stop` waits for)."""
+    import psutil
+
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = []
+        for process in psutil.process_iter(["cmdline"]):
+            cmdline = process.info["cmdline"] or []
+            if "--port" in cmdline and str(port) in cmdline and "hacrl_exp.ui" not in cmdline:
+                found.append(" ".join(cmdline))
+        if not found or time.monotonic() > deadline:
+            return found
+        time.sleep(0.2)
 
 
 def run_args(tmp_path: Path, *extra: str) -> list[str]:

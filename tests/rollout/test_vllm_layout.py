@@ -1,6 +1,7 @@
 """The vLLM engine's layout on CPU against the fake engine (tests/rollout/fake_vllm.py): W = data-parallel ×
-tensor-parallel, each replica its contiguous share of the rows, all-gathered in order on every rank (four spawned
-gloo ranks); and one engine's calls at W = 1 (weights sync, sleep and wake, one request per row)."""
+tensor-parallel, each replica its contiguous share of the rows, all-gathered in order on every rank (four forked
+gloo ranks, tests/gloo_ranks.py); and one engine's calls at W = 1 (weights sync, sleep and wake, one request per
+row)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Data-parallel learning (trainer.step.update with a RankGroup): W real gloo ranks (spawned processes), each training
-on its token share of every mini-batch, end with the weights and metrics of one unsharded agent that trained on the
-whole batch, and each rank does about 1/W of the forward and backward work."""
+"""Data-parallel learning (trainer.step.update with a RankGroup): W real gloo ranks (processes forked from this one,
+tests/gloo_ranks.py), each training on its token share of every mini-batch, end with the weights and metrics of one
+unsharded agent that trained on the whole batch, and each rank does about 1/W of the forward and backward work."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import torch
 import torch.multiprocessing as mp
 
 from hacrl_exp.agents.ranks import RankGroup, rank_rows, token_shares
-from tests.gloo_ranks import join_cpu_group
+from tests.gloo_ranks import START_METHOD, join_cpu_group
 
 SHARE_BOUND = {2: 0.55, 3: 0.48}
 """The most backward tokens a rank may have, as a share of W = 1's: the issue's 0.55 at W = 2; at W = 3 the 10 rows run
@@ -72,7 +72,7 @@ def _rank(rank: int, world: int, ports, results) -> None:
 
 @pytest.mark.parametrize("world", [2, 3])
 def test_ranks_that_split_the_rows_end_where_one_agent_does(world):
-    context = mp.get_context("spawn")
+    context = mp.get_context(START_METHOD)
     ports, results = context.Queue(), context.Queue()
     procs = [context.Process(target=_rank, args=(r, world, ports, results)) for r in range(world)]
     for proc in procs:
