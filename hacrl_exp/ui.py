@@ -46,6 +46,7 @@ from hacrl_exp.repo import REPO_ROOT
 from hacrl_exp.report.serve import serve_reports
 from hacrl_exp.tracking.store import artifact_location, default_uri, parse_store_uri
 from hacrl_exp.tracking.views import COMPARE_VIEW, FINAL_VIEW, METHODS_VIEW, home_link, runs_link, write_views
+from hacrl_exp.trainer.signals import SIGNALS
 
 HOST = "127.0.0.1"
 REPORTS = REPO_ROOT / "reports"
@@ -151,16 +152,13 @@ def start_mlflow(uri: str, port: int, log_path: Path) -> subprocess.Popen:
         return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
 
 
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
 @contextlib.contextmanager
 def stops_deferred():
     """Ctrl-C, SIGTERM and SIGHUP received inside the block are raised (KeyboardInterrupt) when it ends: a stop that
     came while `subprocess.Popen` was starting the server would otherwise leave the server running in its own session,
-    with no `server` to stop (CI's stop right after "starting mlflow server" left one alive)."""
+    with no `server` to stop (a test's SIGTERM right after "starting mlflow server" left one alive)."""
     received: list[int] = []
-    before = {number: signal.signal(number, lambda signum, _frame: received.append(signum)) for number in STOP_SIGNALS}
+    before = {number: signal.signal(number, lambda signum, _frame: received.append(signum)) for number in SIGNALS}
     try:
         yield
     finally:
@@ -240,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
         if reports is not None:
             check_port(reports_port, "--reports-port")
     experiments = training_experiments(uri)
-    for signum in STOP_SIGNALS[1:]:  # stop both servers as Ctrl-C does (SIGHUP: a closed terminal)
+    for signum in (signal.SIGTERM, signal.SIGHUP):  # stop both servers as Ctrl-C does (SIGHUP: a closed terminal)
         signal.signal(signum, signal.default_int_handler)
     log_path = private_folder("hacrl_ui_") / f"mlflow_{args.port}.log"  # no one else can plant a symlink there
     server, static, stopped = None, None, False
