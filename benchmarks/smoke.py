@@ -60,6 +60,7 @@ def entry_args(name: str, out: Path) -> list[str]:
                     str(DATA), *json_out],
         "memory": ["--inline", "--presets", "pair", "--steps", "2", "--growth-steps", "3", *json_out, *tiny()],
         "memory_peaks": ["--smoke"],
+        "new_store": ["--smoke", *json_out],
         "ray_executor": ["--smoke", "--steps", "2", *json_out, *tiny()],
         "reliability": ["--steps", "2", "--skip", "hostile", "crash", *json_out,
                         *(o for o in tiny() if o != "tracking.backend=none")],  # it tracks to MLflow

@@ -277,6 +277,12 @@ def lock_holder(path: Path) -> str:
         return "?"
 
 
+def user_cache_dir() -> Path:
+    """$HACRL_CACHE_DIR, else ~/.cache/hacrl_exp: warm starts and MLflow store templates (trainer.cache_dir overrides
+    it for a run's warm starts)."""
+    return Path(os.environ.get("HACRL_CACHE_DIR") or Path.home() / ".cache" / "hacrl_exp")
+
+
 @contextmanager
 def locked(path: Path) -> Iterator[None]:
     """Hold the lock file `path` for the block, waiting for another holder to end (creating a store: seconds)."""

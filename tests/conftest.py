@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import parallel, store_template
+from tests import parallel
 from tests.cli import clear_hydra
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -90,13 +90,16 @@ def _outside_hydra():
 @pytest.fixture(autouse=True)
 def _isolated_stores(tmp_path_factory, monkeypatch):
     """Each test gets its own MLflow store. Once MLflow is imported, new sqlite stores in this process are copies of
-    one migrated per session (tests/store_template.py: seconds saved per store)."""
+    the session's template (hacrl_exp/tracking/store_template.py, in the session's $HACRL_CACHE_DIR: seconds saved
+    per store), as they are in the entry points the tests start."""
     store = tmp_path_factory.mktemp("mlflow")
     uri = f"sqlite:///{store / 'mlflow.db'}"
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     if "mlflow" in sys.modules:  # an earlier test's run set mlflow's process-wide URI, which outranks the variable
         sys.modules["mlflow"].set_tracking_uri(uri)
-        store_template.install(shared_temp(tmp_path_factory))
+        from hacrl_exp.tracking import store_template
+
+        store_template.install()
 
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict
 from functools import partial
 from pathlib import Path
@@ -17,14 +16,14 @@ from hacrl_exp.agents.tiny import build_tiny_model, build_tokenizer
 from hacrl_exp.agents.warmstart import AccuracyTarget, check_subset, greedy_accuracy, warm_start_cached
 from hacrl_exp.config.schema import AgentConfig, Config
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.paths import user_cache_dir
 
 BPE_CORPUS_SIZE = 2000
 
 
 def cache_dir(config: Config) -> Path:
     """trainer.cache_dir, else $HACRL_CACHE_DIR, else ~/.cache/hacrl_exp."""
-    default = os.environ.get("HACRL_CACHE_DIR") or Path.home() / ".cache" / "hacrl_exp"
-    return Path(config.trainer.cache_dir or default)
+    return Path(config.trainer.cache_dir) if config.trainer.cache_dir else user_cache_dir()
 
 
 def warm_started_tiny_model(cfg: AgentConfig, task, config: Config, index: int):

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from hacrl_exp.tracking.masking import MASK, is_secret, mask_tags, mask_text
-from hacrl_exp.tracking.store import default_uri, experiment_id_and_tags
+from hacrl_exp.tracking.store import default_uri, experiment_id_and_tags, prepare_mlflow
 
 ARTIFACT_DIR = "results"
 """The artifact folder of an evaluation run's per-sample, per-problem and summary parquet files."""
@@ -36,6 +36,7 @@ def log_evaluation_run(
     from mlflow.entities import Metric, Param
     from mlflow.tracking import MlflowClient
 
+    prepare_mlflow()
     client = MlflowClient(uri or default_uri())
     experiment_id = _experiment(client, training_run_id, experiment)
     run_name, tags = mask_text(run_name), mask_tags(tags)  # what the store shows holds no secret (tracking.masking)

@@ -228,9 +228,14 @@ class _OneLine(logging.Filter):
         return True
 
 
-def quiet_mlflow_logging() -> None:
-    """MLflow's own logging at warning level (its INFO lines on creating a store's tables are not news), its store
-    errors left to the tracker (`_OneLine`), so an outage prints one line per retry window, not thousands."""
+def prepare_mlflow() -> None:
+    """Before this process opens a store: new sqlite stores start from the migrated template (store_template.py:
+    seconds saved per new store); MLflow's own logging at warning level (its INFO lines on creating a store's tables
+    are not news), its store errors left to the tracker (`_OneLine`), so an outage prints one line per retry
+    window, not thousands."""
+    from hacrl_exp.tracking import store_template
+
+    store_template.install()
     logging.getLogger("mlflow").setLevel(logging.WARNING)
     store_log = logging.getLogger("mlflow.store.db.utils")
     if not any(isinstance(f, _OneLine) for f in store_log.filters):

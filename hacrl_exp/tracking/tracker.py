@@ -32,7 +32,7 @@ from hacrl_exp.faults import crash_point
 from hacrl_exp.paths import locked
 from hacrl_exp.tracking.masking import is_secret, mask_tags, mask_text, mask_tree
 from hacrl_exp.tracking.names import EXPERIMENT_KIND, EXPERIMENT_NOTE, agent_run_name, model_name
-from hacrl_exp.tracking.store import StoreLocation, experiment_id_and_tags, quiet_mlflow_logging, store_location
+from hacrl_exp.tracking.store import StoreLocation, experiment_id_and_tags, prepare_mlflow, store_location
 from hacrl_exp.tracking.views import runs_link, write_views
 
 log = logging.getLogger(__name__)
@@ -119,7 +119,7 @@ class MlflowTracker:
 
         self.uri = store_location(cfg).uri  # parsed once, strictly: what the checkpoint records, what `ui_hint` shows
         self.retry_s, self.down, self.closed, self.recreated = cfg.retry_s, False, False, False
-        quiet_mlflow_logging()
+        prepare_mlflow()
         if self.uri.startswith("http"):  # MLflow's default retries stall a step for minutes; we retry ourselves
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
             os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
@@ -396,7 +396,7 @@ def create_stores(configs) -> None:
     if experiments:
         from mlflow.tracking import MlflowClient
 
-        quiet_mlflow_logging()
+        prepare_mlflow()
         for (uri, name), agents in sorted(experiments.items()):
             with creation_lock(locations[uri]):
                 open_experiment(MlflowClient(uri), name, agents)

@@ -21,6 +21,7 @@ import yaml  # noqa: E402
 from hacrl_exp.config.cli import config_dirs_of, overrides_of  # noqa: E402
 from hacrl_exp.evaluation.separation import separate_best  # noqa: E402
 from hacrl_exp.trainer.validate import preflight  # noqa: E402
+from tests import zygote  # noqa: E402
 from tests.cli import run_cli  # noqa: E402
 from tests.e2e.tiny import tiny_overrides  # noqa: E402
 
@@ -48,9 +49,9 @@ def states(trials) -> list[str]:
 def test_study_is_killed_resumes_and_its_best_alpha_is_included(tmp_path):
     arguments = sweep_arguments(tmp_path, "pair4", "hydra.sweeper.n_trials=4")
     started = time.monotonic()
-    with open(tmp_path / "first.log", "w") as log:  # a real process, to kill
+    with open(tmp_path / "first.log", "w") as log:  # a real process, to kill, forked from a warm zygote
         command = [sys.executable, "-m", "hacrl_exp.run", *arguments]
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        process = zygote.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         while not (tmp_path / "trial_2" / "config.json").exists():  # the third trial has started training
             assert process.poll() is None and time.monotonic() - started < 300, (tmp_path / "first.log").read_text()
             time.sleep(0.05)
