@@ -142,6 +142,7 @@ SLOW = (
     "tests/sweep/test_settings.py::test_bad_sampler_on_the_command_line_is_one_line_exit_2",
     "tests/tasks/test_math_task.py::test_hub_loading_fails_clearly_offline",
     "tests/test_theory.py::test_cli_quick_exits_0_and_prints_every_heading",
+    "tests/test_zygote.py::test_a_zygote_child_sees_what_a_new_interpreter_sees",  # a new interpreter next to it
     "tests/test_theory.py::test_window_bias_quick_holds",
     "tests/tracking/test_experiments.py",
     "tests/ui/test_ui_check.py",

@@ -33,7 +33,9 @@ def test_a_zygote_child_sees_what_a_new_interpreter_sees(tmp_path):
     code, view, last, warning = child
     assert last == ["the last thread ended"]
     assert code == 3 and view["argv"] == ["a", "b"] and view["cwd"] == str(tmp_path) and view["probe_env"] == "yes"
-    assert view["main"] and view["sigint_raises"] and view["root_handlers"] == 0 and view["torch_threads"] == 2
+    # SIGINT's handler is the new interpreter's, compared above: Python's (KeyboardInterrupt), or ignored where the
+    # test process was started with SIGINT ignored (a background job of a shell), as both then inherit
+    assert view["main"] and view["root_handlers"] == 0 and view["torch_threads"] == 2
     assert view["main_process"] and view["session_leader"] and view["stdin"] == "typed"
     assert "UserWarning: a warning a new interpreter prints" in warning[0]
 
