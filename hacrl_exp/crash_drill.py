@@ -100,9 +100,8 @@ def check_checkpoints(run: Path, agents: tuple[str, ...] = ("opt_char", "gpt2_bp
     return int(latest.name.removeprefix("step_"))
 
 
-def launch(run: Path, store: str, env: dict, crash: str | None = None, popen=subprocess.Popen) -> subprocess.Popen:
-    """`python -m hacrl_exp.run` of the drill's run (a resume when it has checkpoints), crashing at `crash`; `popen`
-    starts it (tests pass one that forks a warm zygote, tests/zygote.py)."""
+def launch(run: Path, store: str, env: dict, crash: str | None = None) -> subprocess.Popen:
+    """`python -m hacrl_exp.run` of the drill's run (a resume when it has checkpoints), crashing at `crash`."""
     command = [
         sys.executable,
         "-m",
@@ -116,7 +115,7 @@ def launch(run: Path, store: str, env: dict, crash: str | None = None, popen=sub
     if (run / "checkpoints").exists():
         command.append(f"trainer.resume={run}")
     env = {**env, CRASH_ENV: crash} if crash else env
-    return popen(command, env=env, cwd=run.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return subprocess.Popen(command, env=env, cwd=run.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
 
 def kill_at_random_time(process: subprocess.Popen, run: Path, after_step: int) -> float:
@@ -155,16 +154,15 @@ def uninterrupted(run: Path, store: str, env: dict) -> tuple[dict, list[dict], d
     return summary, read_metrics(run / "metrics.jsonl"), mlflow_histories(store, "reference")
 
 
-def kill_five_times(run: Path, store: str, env: dict, popen=subprocess.Popen) -> list[dict]:
-    """Start (`launch`, through `popen`), kill and check the run five times (CRASHES, then a random kill); one record
-    per kill: fault, delay_s (the random kill's), exit, resumes_from (the step of the checkpoint left), leftover,
-    seconds."""
+def kill_five_times(run: Path, store: str, env: dict) -> list[dict]:
+    """Start, kill and check the run five times (CRASHES, then a random kill); one record per kill:
+    fault, delay_s (the random kill's), exit, resumes_from (the step of the checkpoint left), leftover, seconds."""
     run.mkdir(parents=True, exist_ok=True)
     kills, run_ids = [], None
     for crash in [*CRASHES, "random"]:
         before = check_checkpoints(run) if (run / "checkpoints").exists() else 0
         started = time.monotonic()
-        process = launch(run, store, env, None if crash == "random" else crash, popen)
+        process = launch(run, store, env, None if crash == "random" else crash)
         delay = kill_at_random_time(process, run, before) if crash == "random" else None
         stderr = process.communicate(timeout=600)[1].decode()
         if process.returncode != -signal.SIGKILL:

@@ -1,6 +1,6 @@
 """How a plain `pytest` spreads the suite over pytest-xdist workers (the hooks are in tests/conftest.py).
 
-- WORKERS workers (three on CI's two cores), each computing on its share of the cores (one torch thread each there).
+- WORKERS workers (CI's two cores), each computing on its share of the cores (one torch thread each there).
 - Tests are handed out one at a time in the order of `order` (each worker sorts its collection alike): the longest
   first (LONGEST), then the other slow ones, so that the last to finish are short ones. The tests of one GROUPS entry
   go to one worker together, where the first of them stands: they share a costly module or session fixture (built
@@ -15,10 +15,8 @@ from __future__ import annotations
 
 import os
 
-WORKERS = 3
-"""pytest-xdist workers of a plain `pytest` (the whole suite): one more than CI's two cores, since ~40% of the cores'
-time was idle with two (tests waiting on processes they started, on locks, on Ray; /proc/stat over a fresh-clone run,
-2026-12-06)."""
+WORKERS = 2
+"""pytest-xdist workers of a plain `pytest` (the whole suite)."""
 
 GROUPS = {
     "tests/e2e/test_glance.py": "glance",  # a module-scoped multirun
@@ -144,7 +142,6 @@ SLOW = (
     "tests/sweep/test_settings.py::test_bad_sampler_on_the_command_line_is_one_line_exit_2",
     "tests/tasks/test_math_task.py::test_hub_loading_fails_clearly_offline",
     "tests/test_theory.py::test_cli_quick_exits_0_and_prints_every_heading",
-    "tests/test_zygote.py::test_a_zygote_child_sees_what_a_new_interpreter_sees",  # a new interpreter next to it
     "tests/test_theory.py::test_window_bias_quick_holds",
     "tests/tracking/test_experiments.py",
     "tests/ui/test_ui_check.py",

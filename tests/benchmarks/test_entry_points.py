@@ -4,11 +4,11 @@ had been failing since collect_rollouts gained a parameter; the benchmarks now m
 tests/benchmarks/test_front_door.py)."""
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
 from benchmarks.smoke import ELSEWHERE, entry_args, entry_points
-from tests import zygote
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -21,10 +21,9 @@ def test_every_entry_point_has_smoke_arguments(tmp_path):
 
 
 def test_every_entry_point_runs_in_smoke_mode(tmp_path):
-    """One process runs them all (imports once; forked from a warm zygote, tests/zygote.py): about a minute on 2 idle
-    cores, more on a busy machine."""
+    """One process runs them all (imports once): about a minute on 2 idle cores, more on a busy machine."""
     env = {**os.environ, "PYTHONPATH": str(ROOT), "HACRL_BENCH_RESULTS": str(tmp_path), "OMP_NUM_THREADS": "1"}
-    result = zygote.run(
+    result = subprocess.run(
         [sys.executable, "-m", "benchmarks.smoke"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=900
     )
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]

@@ -2,10 +2,10 @@
 through the joblib launcher (a real process: its workers are processes)."""
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
-from tests import zygote
 from tests.cli import run_cli
 from tests.e2e.tiny import tiny_overrides
 
@@ -33,8 +33,7 @@ def test_parallel_jobs_share_a_new_mlflow_store(tmp_path, monkeypatch):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
     command = [sys.executable, "-m", "hacrl_exp.run", "-m", "hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
     command += [*tiny_overrides("pair", steps=1), "trainer.save_final_models=false", "seed=0,1"]
-    # the driver forked from a warm zygote (tests/zygote.py); joblib's workers are new interpreters
-    result = zygote.run([*command, f"hydra.sweep.dir={tmp_path / 'sweep'}"], capture_output=True, text=True)
+    result = subprocess.run([*command, f"hydra.sweep.dir={tmp_path / 'sweep'}"], capture_output=True, text=True)
     assert result.returncode == 0, result.stderr[-2000:]
     runs = mlflow.MlflowClient(uri).search_runs(
         [mlflow.MlflowClient(uri).get_experiment_by_name("hacrl").experiment_id], "tags.role = 'parent'"

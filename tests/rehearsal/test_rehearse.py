@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from hacrl_exp.rehearse import main
-from tests import zygote
 
 PRESETS = ["paper_qwen3_1p7b_4b", "paper_qwen3_4b_4b_instruct", "paper_qwen3_4b_8b", "paper_qwen3_4b_llama3p2_3b",
            "three_way"]  # fmt: skip
@@ -114,7 +114,7 @@ def test_a_paper_preset_rehearses_end_to_end(tmp_path, data_dir, tokenizers):
     command = [sys.executable, "-m", "hacrl_exp.rehearse", "experiment=paper_qwen3_4b_llama3p2_3b",
                *common(data_dir, tokenizers, folder), f"rollout.max_new_tokens={RESPONSE_TOKENS}",
                "rehearsal.statistics_limit=300"]  # fmt: skip
-    done = zygote.run(command, capture_output=True, text=True, timeout=900)  # forked from a warm zygote
+    done = subprocess.run(command, capture_output=True, text=True, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
     report = (folder / "rehearsal.md").read_text()
     assert "Result: **no errors**" in report and report in done.stdout

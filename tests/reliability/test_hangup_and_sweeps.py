@@ -15,18 +15,16 @@ from pathlib import Path
 import pytest
 
 from hacrl_exp.crash_drill import check_checkpoints, mlflow_histories
-from tests import zygote
 from tests.e2e.tiny import tiny_overrides
 from tests.reliability.test_signals_and_locks import OVERRIDES, last_line, trained_steps, wait_for
 
 optuna = pytest.importorskip("optuna")
 
 
-def start_run(run: Path, store: str, output, popen=zygote.Popen) -> subprocess.Popen:
-    """A real process; forked from a warm zygote (tests/zygote.py) unless `popen` is subprocess.Popen."""
+def start_run(run: Path, store: str, output) -> subprocess.Popen:
     command = [sys.executable, "-m", "hacrl_exp.run", *OVERRIDES, f"tracking.uri={store}", "tracking.experiment=hup"]
     command += [f"trainer.output_dir={run}", f"hydra.run.dir={run.parent / 'hydra'}"]
-    return popen(command, cwd=run.parent, stdout=output, stderr=output, text=True)
+    return subprocess.Popen(command, cwd=run.parent, stdout=output, stderr=output, text=True)
 
 
 @pytest.mark.parametrize("terminal", ["open", "closed"])
@@ -52,8 +50,7 @@ def test_sighup_checkpoints_and_exits_129(tmp_path, terminal):
 
 
 def test_sighup_during_start_up_exits_129_in_one_line(tmp_path):
-    # a new interpreter: the subject is its start-up (a zygote child has nothing left to import)
-    process = start_run(tmp_path / "run", f"sqlite:///{tmp_path / 'mlflow.db'}", subprocess.PIPE, subprocess.Popen)
+    process = start_run(tmp_path / "run", f"sqlite:///{tmp_path / 'mlflow.db'}", subprocess.PIPE)
     time.sleep(1.5)  # in the imports or the checks
     process.send_signal(signal.SIGHUP)
     stdout, stderr = process.communicate(timeout=60)
@@ -61,13 +58,12 @@ def test_sighup_during_start_up_exits_129_in_one_line(tmp_path):
     assert last_line(stderr) == "interrupted before training started; nothing was trained"
 
 
-def sweep(folder: Path, *extra: str, output=subprocess.PIPE, env=None, popen=zygote.Popen) -> subprocess.Popen:
-    """A real `python -m hacrl_exp.run -m` α sweep of the tiny pair on study `s` (1 step per trial), forked from a
-    warm zygote (tests/zygote.py) unless `popen` is subprocess.Popen."""
+def sweep(folder: Path, *extra: str, output=subprocess.PIPE, env=None) -> subprocess.Popen:
+    """A real `python -m hacrl_exp.run -m` α sweep of the tiny pair on study `s` (1 step per trial)."""
     arguments = ["-m", "+hparams_search=alpha_pair", *tiny_overrides("pair", steps=1), "trainer.eval_every=1"]
     arguments += [f"hydra.sweep.dir={folder}", "hydra.sweeper.study_name=s", *extra]
     command = [sys.executable, "-m", "hacrl_exp.run", *arguments]
-    return popen(command, cwd=folder.parent, stdout=output, stderr=output, text=True, env=env)
+    return subprocess.Popen(command, cwd=folder.parent, stdout=output, stderr=output, text=True, env=env)
 
 
 def trial_states(folder: Path) -> list[str]:

@@ -17,7 +17,6 @@ from hacrl_exp.trainer.checkpoint import find_checkpoint
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
 from hacrl_exp.trainer.validate import preflight
-from tests import zygote
 from tests.e2e.tiny import tiny_overrides
 
 STEPS = 8
@@ -25,11 +24,10 @@ STEPS = 8
 OVERRIDES = [*tiny_overrides("pair", STEPS), "trainer.checkpoint_every=0", "tracking.flush_every=1"]
 
 
-def launch(run: Path, store: str, *extra: str, popen=zygote.Popen) -> subprocess.Popen:
-    """A real process; forked from a warm zygote (tests/zygote.py) unless `popen` is subprocess.Popen."""
+def launch(run: Path, store: str, *extra: str) -> subprocess.Popen:
     command = [sys.executable, "-m", "hacrl_exp.run", *OVERRIDES, f"tracking.uri={store}", "tracking.experiment=sig"]
     command += [f"trainer.output_dir={run}", f"hydra.run.dir={run.parent / 'hydra'}", *extra]
-    return popen(command, cwd=run.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(command, cwd=run.parent, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
 def wait_for(condition, process: subprocess.Popen, what: str, timeout: float = 300) -> None:
@@ -69,7 +67,7 @@ def test_sigterm_checkpoints_a_second_process_is_locked_out_and_the_resume_is_ex
     wait_for(lambda: (run / ".lock").read_text() == str(second.pid), second, "the lock")
     second.send_signal(signal.SIGSTOP)  # holds the run folder while a third process tries it
     try:
-        third = zygote.run(
+        third = subprocess.run(
             [sys.executable, "-m", "hacrl_exp.run", *OVERRIDES, f"trainer.resume={run}", "tracking.experiment=sig"],
             cwd=tmp_path,
             capture_output=True,
@@ -163,8 +161,7 @@ def test_a_second_sigterm_during_model_logging_exits_143_at_once_and_a_resume_lo
 @pytest.mark.parametrize("delay", [0.3, 1.5])
 def test_ctrl_c_during_start_up_exits_quietly_with_130(tmp_path, delay):
     """Case 6b: Ctrl-C in the first half-second printed a raw traceback (the imports ran before any handler)."""
-    # a new interpreter: the subject is its start-up (a zygote child has nothing left to import)
-    process = launch(tmp_path / "run", f"sqlite:///{tmp_path / 'mlflow.db'}", popen=subprocess.Popen)
+    process = launch(tmp_path / "run", f"sqlite:///{tmp_path / 'mlflow.db'}")
     time.sleep(delay)
     process.send_signal(signal.SIGINT)
     stderr = process.communicate(timeout=60)[1]

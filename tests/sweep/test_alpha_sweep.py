@@ -21,7 +21,6 @@ import yaml  # noqa: E402
 from hacrl_exp.config.cli import config_dirs_of, overrides_of  # noqa: E402
 from hacrl_exp.evaluation.separation import separate_best  # noqa: E402
 from hacrl_exp.trainer.validate import preflight  # noqa: E402
-from tests import zygote  # noqa: E402
 from tests.cli import run_cli  # noqa: E402
 from tests.e2e.tiny import tiny_overrides  # noqa: E402
 
@@ -49,9 +48,9 @@ def states(trials) -> list[str]:
 def test_study_is_killed_resumes_and_its_best_alpha_is_included(tmp_path):
     arguments = sweep_arguments(tmp_path, "pair4", "hydra.sweeper.n_trials=4")
     started = time.monotonic()
-    with open(tmp_path / "first.log", "w") as log:  # a real process, to kill, forked from a warm zygote
+    with open(tmp_path / "first.log", "w") as log:  # a real process, to kill
         command = [sys.executable, "-m", "hacrl_exp.run", *arguments]
-        process = zygote.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         while not (tmp_path / "trial_2" / "config.json").exists():  # the third trial has started training
             assert process.poll() is None and time.monotonic() - started < 300, (tmp_path / "first.log").read_text()
             time.sleep(0.05)

@@ -12,6 +12,7 @@ import math
 import os
 import signal
 import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,7 +26,6 @@ from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import is_timing_key, read_metrics
 from hacrl_exp.trainer.params import learner_params
 from hacrl_exp.trainer.validate import preflight
-from tests import zygote
 from tests.e2e.tiny import tiny_overrides
 
 pytest.importorskip("ray", reason="ray is not installed (pip install 'hacrl_exp[ray]')")
@@ -149,7 +149,7 @@ def test_a_sharded_run_killed_and_resumed_ends_with_the_uninterrupted_metrics(un
     env = {**os.environ, CRASH_ENV: "checkpoint:2", "PYTHONPATH": str(REPO)}
     command = [sys.executable, "-m", "hacrl_exp.run", *overrides, f"trainer.output_dir={run}",
                f"hydra.run.dir={tmp_path / 'hydra'}"]  # fmt: skip
-    done = zygote.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)  # tests/zygote.py
+    done = subprocess.run(command, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert done.returncode == -signal.SIGKILL, done.stderr[-3000:]
     assert (run / "checkpoints" / "latest").read_text().strip() == "step_000001"
     assert (run / "checkpoints" / ".tmp_step_000002" / "optim" / "opt_char.dcp" / ".metadata").is_file()

@@ -13,7 +13,6 @@ import pytest
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import is_timing_key, read_metrics
 from hacrl_exp.trainer.validate import preflight
-from tests import zygote
 from tests.e2e.tiny import tiny_overrides
 
 pytest.importorskip("ray", reason="ray is not installed (pip install 'hacrl_exp[ray]')")
@@ -98,8 +97,7 @@ def test_hydra_multirun_runs_its_jobs_as_ray_tasks(tmp_path):
     overrides.append("algorithm=hacpo,gspo")
     command = [sys.executable, "-m", "hacrl_exp.run", "-m", "hydra/launcher=hacrl_ray", f"hydra.sweep.dir={sweep}"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")])}
-    # the driver forked from a warm zygote (tests/zygote.py); Ray's workers are new interpreters
-    done = zygote.run(command + overrides, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(command + overrides, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Launching 2 jobs on Ray" in done.stdout + done.stderr
     for job, algorithm in enumerate(("hacpo", "gspo")):  # same seed: the warm starts cached by the test above
