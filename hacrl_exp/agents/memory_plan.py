@@ -31,7 +31,7 @@ Placement: FSDP-style full sharding of weights, gradients, master and optimizer 
 not sharded: each rank runs its own micro-batches), optionally offloaded to CPU (then the GPU holds only the units
 being computed and their buffers); the smallest W per agent, disjoint GPUs per agent. The run builds such a
 placement from agents.members.<name>.world_size and fsdp.offload (agents.sharding) and refuses, before any model
-loads, one whose peaks do not fit (trainer.resources.check_placement, with these same numbers).
+loads, one whose peaks do not fit (trainer.placement.check_placement, with these same numbers).
 """
 
 from __future__ import annotations

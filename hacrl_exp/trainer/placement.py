@@ -3,7 +3,7 @@ refused before any model loads (the planner's numbers, hacrl_exp.agents.memory_p
 
 Agents on CPUs have nothing to share: auto is disjoint there (the default run), and an asked `shared` runs the same
 turn-taking driver with nothing to move. On GPUs, auto is disjoint when every agent's configured world_size and
-fsdp.offload fit their own GPUs (trainer.resources.check_placement), else shared when the agents' peaks, each with the
+fsdp.offload fit their own GPUs (trainer.resources.disjoint_problem), else shared when the agents' peaks, each with the
 others asleep, fit one GPU; else one line with both reasons.
 """
 
@@ -12,13 +12,21 @@ from __future__ import annotations
 from hacrl_exp.agents.memory_plan import GIB, shared_detail, shared_per_gpu, with_slack
 from hacrl_exp.config.schema import Config
 from hacrl_exp.errors import ConfigError
+from hacrl_exp.trainer.resources import agent_memory, disjoint_problem, gpu_bytes, on_gpus
+
+
+def check_placement(config: Config) -> None:
+    """Refuse, before any model loads, a placement (executor.placement, auto resolved here) that does not fit: under
+    disjoint an agent whose configured world_size / fsdp.offload on GPUs of `gpu_bytes(config)` needs more per GPU
+    than they hold (less cluster.headroom_gb): the planner's peaks (`AgentMemory.peaks`, plus the allocator's slack),
+    the same numbers `python -m hacrl_exp.plan` prints; under shared the awake agent's peak plus the sleeping ones'
+    bytes."""
+    resolve_placement(config)
 
 
 def resolve_placement(config: Config) -> tuple[str, str]:
     """(disjoint | shared, why) for the run of `config`; a ConfigError when the asked placement (auto: neither)
     cannot fit its GPUs."""
-    from hacrl_exp.trainer.resources import disjoint_problem, gpu_bytes, on_gpus
-
     asked = config.executor.placement
     gpus = [name for name in config.agents.members if on_gpus(config, name)]
     total = gpu_bytes(config) if gpus else None
@@ -46,8 +54,6 @@ def resolve_placement(config: Config) -> tuple[str, str]:
 def shared_problem(config: Config, total: int) -> str | None:
     """Why the agents, at their configured world_size, cannot take turns on shared GPUs of `total` bytes (per GPU:
     one awake agent's peak with the allocator's slack, plus every sleeping one's bytes), or None."""
-    from hacrl_exp.trainer.resources import agent_memory
-
     usable = total - int(config.cluster.headroom_gb * GIB)
     members = config.agents.members
     try:

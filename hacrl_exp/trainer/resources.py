@@ -4,7 +4,7 @@ refused in one line naming the key, instead of an allocation traceback or an out
 One code computes the bytes: the resource planner's (`hacrl_exp.agents.memory_plan`, `python -m hacrl_exp.plan`).
 `check_memory` compares the tiny agents' exact state (weights, gradients, master copy, AdamW state, reference) and the
 rows a step keeps with the host's available RAM; it errs low (no allocator overhead), so it only refuses what surely
-does not fit. `check_placement` refuses an agent on GPUs whose W / offload placement's per-GPU peak exceeds them.
+does not fit. `disjoint_problem` and `agent_memory` give trainer.placement's `check_placement` its numbers.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ def agent_memory(config: Config, name: str, agent: AgentConfig) -> AgentMemory:
 
 def model_bytes(config: Config, name: str, agent: AgentConfig) -> int:
     """Weights + gradients + master copy + AdamW state + KL reference of a tiny model, all ranks together (the
-    planner's exact parts); 0 for a pretrained one, whose weights live on its GPUs (see `check_placement`)."""
+    planner's exact parts); 0 for a pretrained one, whose weights live on its GPUs (trainer.placement checks them)."""
     if agent.model.source != "tiny":
         return 0
     return agent_memory(config, name, agent).state
@@ -79,8 +79,8 @@ def data_files(config: Config) -> dict[str, int]:
 
 def check_memory(config: Config, available: int | None = None) -> None:
     """Refuse a config whose models, step rows or data rows need more than the machine's available memory (RAM; the
-    estimate is compared with RAM for GPU runs too, where it is a lower bound of the host's share), then a GPU
-    placement that cannot fit (`check_placement`)."""
+    estimate is compared with RAM for GPU runs too, where it is a lower bound of the host's share); a GPU placement
+    that cannot fit is trainer.placement's `check_placement`."""
     available = psutil.virtual_memory().available if available is None else available
     members = config.agents.members
     models = {name: model_bytes(config, name, agent) for name, agent in members.items()}
@@ -108,7 +108,6 @@ def check_memory(config: Config, available: int | None = None) -> None:
             f"(trainer.prompts_per_step × group_size rows per agent), {have}; lower trainer.group_size or "
             "trainer.prompts_per_step"
         )
-    check_placement(config)
 
 
 def gpu_bytes(config: Config) -> int | None:
@@ -130,19 +129,8 @@ def on_gpus(config: Config, name: str) -> bool:
     return agent_devices(config)[name].type == "cuda"
 
 
-def check_placement(config: Config) -> None:
-    """Refuse, before any model loads, a placement (executor.placement, auto resolved by trainer.placement) that
-    does not fit: under disjoint an agent whose configured world_size / fsdp.offload on GPUs of `gpu_bytes(config)`
-    needs more per GPU than they hold (less cluster.headroom_gb): the planner's peaks (`AgentMemory.peaks`, plus the
-    allocator's slack), the same numbers `python -m hacrl_exp.plan` prints; under shared the awake agent's peak plus
-    the sleeping ones' bytes."""
-    from hacrl_exp.trainer.placement import resolve_placement
-
-    resolve_placement(config)
-
-
 def disjoint_problem(config: Config) -> str | None:
-    """Why the agents on their own GPUs cannot fit them (`check_placement`'s line under disjoint), or None: more
+    """Why the agents on their own GPUs cannot fit them (trainer.placement's line under disjoint), or None: more
     ranks than cluster.gpus, or an agent whose peak per GPU exceeds a GPU's."""
     total = gpu_bytes(config)
     if total is None:

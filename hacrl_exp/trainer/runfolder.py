@@ -266,6 +266,7 @@ def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Con
     """
     from hacrl_exp.tasks import build_task
     from hacrl_exp.tracking.store import check_store
+    from hacrl_exp.trainer.placement import check_placement
     from hacrl_exp.trainer.resources import check_memory
     from hacrl_exp.trainer.validate import check_task
 
@@ -276,6 +277,7 @@ def prepare_run(config: Config, output_dir: Path | None, task=None) -> tuple[Con
         check_recorded_store(config, recorded)
     check_store(config.tracking)
     check_memory(config)  # from the config alone: before the task's data is read (it may be remote)
+    check_placement(config)  # a GPU placement that cannot fit, before any model loads
     built = task is None
     task = build_task(config.task) if built else task
     try:

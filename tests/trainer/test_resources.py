@@ -12,7 +12,8 @@ from hacrl_exp.agents.memory_plan import estimate_agent, workload
 from hacrl_exp.agents.model_shapes import agent_shape
 from hacrl_exp.errors import ConfigError
 from hacrl_exp.tasks import build_task
-from hacrl_exp.trainer.resources import agent_memory, check_memory, check_placement, model_bytes
+from hacrl_exp.trainer.placement import check_placement
+from hacrl_exp.trainer.resources import agent_memory, check_memory, model_bytes
 from hacrl_exp.trainer.validate import preflight
 from tests.cli import run_cli
 
@@ -55,6 +56,7 @@ def test_a_placement_the_planner_rejects_is_refused_naming_the_world_size_that_f
     offloaded = ["agents.members.qwen3_4b.fsdp.offload=true", "agents.members.qwen3_8b.fsdp.offload=true"]
     check_placement(preflight([*PAPER_ON_80GB, *offloaded]))  # W = 1 with CPU offload fits as well
     check_memory(preflight(["experiment=paper_qwen3_4b_8b"]))  # no GPU and none declared: nothing to check
+    check_placement(preflight(["experiment=paper_qwen3_4b_8b"]))
 
 
 def test_the_run_refuses_it_with_exit_code_2_before_loading_a_model(tmp_path):
