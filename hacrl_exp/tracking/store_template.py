@@ -1,12 +1,12 @@
 """A new sqlite MLflow store starts as a copy of an empty one already migrated, not from MLflow's ~60 migrations.
 
-MLflow builds a new sqlite store by running its alembic revisions, most of them table rebuilds: 3-10 s on a 2-core
-CPU, paid by every run, evaluation or sweep that writes into a new store (about a quarter of a tiny run's wall-clock).
-The first new store a machine sees is migrated by MLflow as usual and saved, still empty, as the template
-(`<cache>/mlflow_store_templates/mlflow-<version>.db`; the cache is $HACRL_CACHE_DIR, else ~/.cache/hacrl_exp); every
-later new store gets the template's pages through SQLite's backup API (0.1 s). It is the database MLflow's migrations
-give (the same MLflow version, the same schema, no rows: MLflow adds the Default experiment afterwards, with the new
-store's own artifact folder), so only the time to build the schema goes.
+MLflow builds a new sqlite store by running its alembic revisions, most of them table rebuilds: 1.0 s median on a
+2-core AMD EPYC, 3-10 s on a slower 2-core machine, paid by every run, evaluation or sweep that writes into a new store
+(`python -m benchmarks.new_store`). The first new store a machine sees is migrated by MLflow as usual and saved, still
+empty, as the template (`<cache>/mlflow_store_templates/mlflow-<version>.db`; the cache is $HACRL_CACHE_DIR, else
+~/.cache/hacrl_exp); every later new store gets the template's pages through SQLite's backup API (0.04 s there). It is
+the database MLflow's migrations give: the same MLflow version and schema, and only the rows the migrations write (its
+default workspace); MLflow adds each new store's Default experiment afterwards, as for a store it migrated itself.
 
 `install()` wraps `mlflow.store.db.utils._initialize_tables`, which MLflow's SqlAlchemyStore calls only for a database
 without its tables; every other database (a server's, a half-migrated file, an in-memory one) goes to MLflow's own
