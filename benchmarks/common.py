@@ -12,6 +12,11 @@ def median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
+def percentile(values: list[float], q: float) -> float:
+    """The value at rank int(q · n) of the sorted values (the last one for q near 1): a nearest-rank percentile."""
+    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
+
+
 def print_table(headers: list[str], rows: list[list], title: str = "") -> None:
     """A plain Markdown table (pastes straight into docs/performance.md)."""
     if title:

@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.common import print_table, write_json
+from benchmarks.common import percentile, print_table, write_json
 from benchmarks.harness import RESULTS, machine
 from hacrl_exp.tracking import store_template
 from hacrl_exp.tracking.store import prepare_mlflow
@@ -33,10 +33,6 @@ def new_store_seconds(folder: Path, template: bool) -> float:
     started = time.perf_counter()
     MlflowClient(f"sqlite:///{database}").search_experiments()
     return time.perf_counter() - started
-
-
-def percentile(values: list[float], q: float) -> float:
-    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
 
 
 def main() -> None:

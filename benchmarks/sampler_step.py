@@ -22,7 +22,7 @@ import time
 
 import torch
 
-from benchmarks.common import print_table, write_json
+from benchmarks.common import percentile, print_table, write_json
 from benchmarks.harness import RESULTS, machine
 from hacrl_exp.rollout.base import SamplingSettings
 from hacrl_exp.rollout.hf import CounterSampler, sampling_warpers
@@ -63,10 +63,6 @@ def measure(sampling: SamplingSettings, rows: int, vocab: int, repeats: int) -> 
             if repeat:  # the first pair warms up
                 times[name].append(time.perf_counter() - started)
     return times
-
-
-def percentile(values: list[float], q: float) -> float:
-    return sorted(values)[min(len(values) - 1, int(q * len(values)))]
 
 
 def main() -> None:
