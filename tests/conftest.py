@@ -74,12 +74,6 @@ def _torch_threads_per_worker():
         yield
 
 
-def shared_temp(tmp_path_factory) -> Path:
-    """The session's temporary folder shared by its pytest-xdist workers (the one beside theirs), else its own."""
-    base = tmp_path_factory.getbasetemp()
-    return base.parent if WORKER is not None else base
-
-
 @pytest.fixture(autouse=True)
 def _outside_hydra():
     """Each test starts outside any Hydra job: an earlier test's in-process job (a Hydra main run in this process)
