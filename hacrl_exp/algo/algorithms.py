@@ -42,11 +42,16 @@ class Algorithm:
     dynamic_sampling: bool = False
     """DAPO-style dynamic sampling (issue 38): degenerate groups (every reward equal: A = 0) are regenerated until the
     batch holds algorithm.dynamic_target_rows rows with A ≠ 0 or algorithm.dynamic_max_rounds extra rounds ran
-    (hacrl_exp.trainer.step.resample_degenerate); the batch keeps its P·G rows. False: no extra round."""
+    (hacrl_exp.trainer.step.resample_degenerate); the batch keeps its P·G rows. False: no extra round. Not for an
+    algorithm that shares rollouts: a partner would read rows whose prompt is not the step's (dynamic_prompts=fresh)."""
     shuffle_partner_rewards: bool = False
     """Control (issue 38): each partner's rewards are permuted within the step before the learner sees them
     (hacrl_exp.trainer.step.with_shuffled_rewards), so its partner rows come in but their signal does not; the
     capability estimates still read the true rewards. False: exactly the algorithm without the control."""
+
+    def __post_init__(self) -> None:
+        if self.dynamic_sampling and self.shares_rollouts:
+            raise ValueError(f"{self.name}: dynamic sampling is built for algorithms that do not share rollouts")
 
 
 ALGORITHMS: dict[str, Algorithm] = {

@@ -176,6 +176,11 @@ class AlgorithmConfig:
     dynamic_max_rounds: int = field(default=4, metadata=rng(0, 1000))
     """gspo_dynamic: the cap on extra generation rounds per step (each regenerates only the degenerate prompts); a step
     that ends below its target at the cap logs dynamic/cap_hit = 1."""
+    dynamic_prompts: str = "same"
+    """gspo_dynamic: what an extra round answers in place of a degenerate prompt: fresh (conf/algorithm/
+    gspo_dynamic.yaml's, as DAPO: new training prompts, `Task.extra_problems`, so a prompt the agent never solves
+    stops costing rounds) | same (the prompt again; what gspo_dynamic did before 2026-12-07, and the default here so
+    that checkpoints from then still resume). Other algorithms never read it."""
 
 
 @dataclass

@@ -39,6 +39,7 @@ CHOICES = {  # fixed by the schema; registry names are checked in hacrl_exp.trai
     "tokenizer.kind": ("char", "bpe", "pretrained"),
     "algorithm.kl_aggregation": ("seq_mean_token_mean", "token_mean"),
     "algorithm.capability_scope": ("batch", "category"),
+    "algorithm.dynamic_prompts": ("fresh", "same"),
     "task.name": ("arithmetic", "math"),
     "task.grader_forms": ("requested", "value"),  # hacrl_exp.rewards.FORMS (a test holds them equal)
     "rollout.backend": ("hf", "vllm"),

@@ -39,7 +39,7 @@ MULTIPLIERS = (2, 9)
 """Range (inclusive) of the one-digit multiplier: 0 and 1 would make trivial chains."""
 
 # Stream tags: np.random.default_rng([seed, TAG, x]) gives independent streams per use.
-_TRAIN, _EVAL, _SUPERVISED, _TEXTS, _VALID = 101, 202, 303, 404, 505
+_TRAIN, _EVAL, _SUPERVISED, _TEXTS, _VALID, _EXTRA = 101, 202, 303, 404, 505, 606
 _MAX_ENUMERATE = 1_000_000
 
 
@@ -179,6 +179,13 @@ class ArithmeticTask:
         if step < 0 or n < 0:
             raise ValueError(f"step={step}, n={n} must be >= 0")
         return self._sample(np.random.default_rng([self.seed, _TRAIN, step]), n, f"train/{step}")
+
+    def extra_problems(self, step: int, round: int, n: int) -> list[Problem]:
+        """n more training prompts for dynamic sampling's extra round `round` of step `step` (tiers drawn uniformly,
+        as train_problems): a pure function of (seed, heldout_seed, step, round, n); never an eval problem."""
+        if step < 0 or round < 1 or n < 0:
+            raise ValueError(f"step={step}, round={round}, n={n}: need step >= 0, round >= 1, n >= 0")
+        return self._sample(np.random.default_rng([self.seed, _EXTRA, step, round]), n, f"extra/{step}/{round}")
 
     def supervised_examples(self, n: int, seed: int = 0) -> list[Problem]:
         """n warm-start problems (solution = target response), a pure function of (task seed, seed); never eval."""

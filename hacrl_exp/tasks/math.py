@@ -41,6 +41,7 @@ them equal). task.reward=verl grades with compare='verl' instead (the paper's re
 _SKIP_HINT = "Fix or delete that line, or set task.bad_rows=skip to skip and count bad rows."
 _CORE = ("id", "problem", "answer", "solution")
 """Row fields of a MATH file, each named as the Problem part it fills (the category's field is `category_field`)."""
+_EXTRA_STREAM = 606  # dynamic sampling's draws: rng([seed, 606, step, round]), apart from the epochs' rng([seed, e])
 
 
 def question_text(problem: Problem) -> str:
@@ -209,6 +210,16 @@ class MathTask:
             epoch, pos = divmod(g, size)
             out.append(self.train_set[int(self._perm(epoch)[pos])])
         return out
+
+    def extra_problems(self, step: int, round: int, n: int) -> list[Problem]:
+        """n training problems for dynamic sampling's extra round `round` of step `step`, uniform over the train set
+        (distinct while n <= its size): a pure function of (seed, step, round, n), drawn apart from the epoch stream
+        (train_problems), which does not move."""
+        if step < 0 or round < 1 or n < 1:
+            raise ValueError(f"extra_problems needs step >= 0, round >= 1 and n >= 1; got {step}, {round}, {n}.")
+        size = len(self.train_set)
+        rng = np.random.default_rng([self.seed, _EXTRA_STREAM, step, round])
+        return [self.train_set[int(i)] for i in rng.choice(size, n, replace=n > size)]
 
     alphabet = "".join(c for c in string.printable if c not in "<>\r\x0b\x0c")
     """Characters for tiny agents' locally built tokenizers; anything else, '<' and '>' included, is <unk>."""

@@ -100,9 +100,12 @@ class Executor:
         results = self.call(method, dict.fromkeys(range(len(self.workers)), args))
         return [results[i] for i in range(len(self.workers))]
 
-    def rollout(self, problems: Sequence[Problem], group_size: int) -> list[tuple[SharedRollouts, Times]]:
-        """Phases 1–3 on every agent (`AgentWorker.rollout`): its shared rollouts and phase seconds, in agent order."""
-        return self.call_all("rollout", problems, group_size)
+    def rollout(
+        self, problems: Sequence[Problem], group_size: int, step_number: int = 0
+    ) -> list[tuple[SharedRollouts, Times]]:
+        """Phases 1–3 of step step_number on every agent (`AgentWorker.rollout`): its shared rollouts and phase
+        seconds, in agent order."""
+        return self.call_all("rollout", problems, group_size, step_number)
 
     def learn(
         self, sources: Mapping[int, tuple[dict[int, SharedRollouts], torch.Tensor]]

@@ -106,7 +106,7 @@ def _train(
 
         # 1-3 ROLLOUT, REWARD, SCORE OWN: every agent, before any update this step; each keeps its token ids and
         # per-token log-probs and shares text, rewards and its old mean log-prob per response (spec §1.2)
-        rollouts = workers.rollout(problems, group_size)
+        rollouts = workers.rollout(problems, group_size, step)
         pool = {i: shared for i, (shared, _) in enumerate(rollouts)}
         agent_times = {names[i]: dict(phase_times) for i, (_, phase_times) in enumerate(rollouts)}
         workers.add_times(times, [phase_times for _, phase_times in rollouts])

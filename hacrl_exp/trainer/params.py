@@ -49,6 +49,9 @@ class LearnerParams:
     """Dynamic sampling's target of rows with A ≠ 0 per step (`Algorithm.dynamic_sampling`); 0: off."""
     dynamic_max_rounds: int = 0
     """Dynamic sampling's cap on extra generation rounds per step."""
+    dynamic_fresh_prompts: bool = False
+    """Dynamic sampling answers new training prompts in its extra rounds (algorithm.dynamic_prompts=fresh), else
+    the degenerate prompts again."""
     shuffle_partner_rewards: bool = False
     """Its partners' rewards are permuted within the step before it learns (`Algorithm.shuffle_partner_rewards`)."""
 
@@ -99,5 +102,6 @@ def learner_params(config: Config, graph: AgentGraph | None = None) -> dict[int,
             shuffle_partner_rewards=algorithm.shuffle_partner_rewards,
             dynamic_target_rows=dynamic_target(algorithm.dynamic_sampling, algo.dynamic_target_rows, trainer),
             dynamic_max_rounds=algo.dynamic_max_rounds if algorithm.dynamic_sampling else 0,
+            dynamic_fresh_prompts=algorithm.dynamic_sampling and algo.dynamic_prompts == "fresh",
         )
     return out

@@ -102,6 +102,7 @@ ADDED_DEFAULTS = {
     "task.validation_per_tier": "50",
     "algorithm.dynamic_target_rows": "0",
     "algorithm.dynamic_max_rounds": "4",
+    "algorithm.dynamic_prompts": "same",
     "task.grader_forms": "requested",
 }
 """Keys added after checkpoints were written, left out of the comparison at the value that behaves as before they

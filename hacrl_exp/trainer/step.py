@@ -214,13 +214,15 @@ class Resampled:
     informative_rows: int = 0
 
 
-def resample_degenerate(own: SourceRollouts, draw: Callable[[list[int]], SourceRollouts], target_rows: int,
+def resample_degenerate(own: SourceRollouts, draw: Callable[[list[int], int], SourceRollouts], target_rows: int,
                         max_rounds: int) -> tuple[SourceRollouts, Resampled]:  # fmt: skip
     """Dynamic sampling (DAPO-style, issue 38), batch size fixed: while the rows with a non-zero advantage (rows of
     non-degenerate prompts, degenerate_prompts) are fewer than target_rows and fewer than max_rounds extra rounds
-    ran, draw G fresh responses for every degenerate prompt (draw(prompts) → their rollouts, prompt-major) and put
-    each new group that is not degenerate in its prompt's place. Returns the rollouts (still P·G rows) and what it
-    did; cap_hit when the target was not reached within max_rounds."""
+    ran, draw a new group of G responses for every degenerate prompt (draw(prompts, round) → their rollouts,
+    prompt-major; round counts from 1) and put each new group that is not degenerate in its prompt's place. Which
+    prompt a new group answers is draw's choice: the same one (algorithm.dynamic_prompts=same) or a fresh problem of
+    its category (fresh, DAPO's over-sampling; `Task.extra_problems`). Returns the rollouts (still P·G rows) and
+    what it did; cap_hit when the target was not reached within max_rounds."""
     g = own.group_size
     done = Resampled()
     while True:
@@ -231,8 +233,8 @@ def resample_degenerate(own: SourceRollouts, draw: Callable[[list[int]], SourceR
         if done.rounds >= max_rounds:
             done.cap_hit = True
             return own, done
-        new = draw(stale)
         done.rounds += 1
+        new = draw(stale, done.rounds)
         done.extra_rows += new.response_ids
         done.extra_prompt_ids += new.prompt_ids
         useful = set(range(len(stale))) - set(degenerate_prompts(new.rewards, g))
@@ -240,7 +242,8 @@ def resample_degenerate(own: SourceRollouts, draw: Callable[[list[int]], SourceR
 
 
 def replace_groups(own: SourceRollouts, new: SourceRollouts, where: dict[int, int], g: int) -> SourceRollouts:
-    """own with prompt p's G rows replaced by new's group q, for every p → q in `where` (prompt_index kept)."""
+    """own with prompt p's G rows replaced by new's group q, for every p → q in `where` (prompt_index kept: a fresh
+    problem takes its slot, and the prompt ids and texts of new's group)."""
     rows = {p * g + i: q * g + i for p, q in where.items() for i in range(g)}
 
     def pick(mine: list, theirs: list) -> list:

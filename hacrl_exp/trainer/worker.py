@@ -171,11 +171,13 @@ class AgentWorker:
         self.generating_ranks = self.rank_group
         self.score, self.scoring_ranks = rank_sliced_logprobs, self.rank_group
 
-    def rollout(self, problems: Sequence[Problem], group_size: int) -> tuple[SharedRollouts, dict[str, float]]:
+    def rollout(
+        self, problems: Sequence[Problem], group_size: int, step_number: int = 0
+    ) -> tuple[SharedRollouts, dict[str, float]]:
         """Phases 1–3 (ROLLOUT, REWARD, SCORE OWN) of one step: G samples per prompt with `self.sampling`, graded,
         scored by this agent's model before any update (spec §1.2) at the sampling temperature. Keeps the whole
         rollouts (with their sampling, which `learn` scores the new log-probs at) for `learn`; returns the part
-        other agents see and the seconds of each phase."""
+        other agents see and the seconds of each phase. step_number keys dynamic sampling's fresh prompts."""
         times = dict.fromkeys(("generate", "reward", "score_own"), 0.0)
         score_batch = self.config.trainer.micro_batch_size
 
@@ -185,14 +187,18 @@ class AgentWorker:
                 self.score, self.ranks,
             )  # fmt: skip
 
+        def redraw(stale: list[int], round: int) -> step.SourceRollouts:  # dynamic sampling's extra round
+            if self.params.dynamic_fresh_prompts:  # as DAPO: new prompts from a stream of their own
+                return draw(self.task.extra_problems(step_number, round, len(stale)))
+            return draw([problems[p] for p in stale])
+
         with self.cost.process_time(), self._own_rng(), self._gathered():
             own = draw(problems)
             self._resampled = None
             if self.params is not None and self.params.dynamic_target_rows:
                 own, self._resampled = step.resample_degenerate(
-                    own, lambda stale: draw([problems[p] for p in stale]), self.params.dynamic_target_rows,
-                    self.params.dynamic_max_rounds,
-                )  # fmt: skip
+                    own, redraw, self.params.dynamic_target_rows, self.params.dynamic_max_rounds
+                )
                 # every extra row generated, kept or not (dynamic sampling runs unsharded: trainer/validate.py)
                 self._count(self._resampled.extra_prompt_ids, self._resampled.extra_rows)
             self._own = own

@@ -78,6 +78,21 @@ def test_train_stream_is_a_pure_function_of_seed_and_step(files, grader):
         a.train_problems(0, 4)  # the loop's steps count from 1: step 0 would skip the first n problems of epoch 0
 
 
+def test_extra_problems_leave_the_train_stream_where_it_was(files, grader):
+    """Dynamic sampling's fresh prompts: train problems, a pure function of (seed, step, round, n), distinct within
+    a draw, and drawing them does not move the steps' stream."""
+    task, again = MathTask(*files, seed=7, grader=grader), MathTask(*files, seed=7, grader=grader)
+    ids = lambda probs: [p.id for p in probs]  # noqa: E731
+    extra = ids(task.extra_problems(3, 1, 6))
+    assert extra == ids(again.extra_problems(3, 1, 6)) and len(set(extra)) == 6
+    assert set(extra) <= {p.id for p in task.train_set}
+    assert ids(task.extra_problems(3, 2, 6)) != extra != ids(task.extra_problems(4, 1, 6))  # new per round, step
+    assert ids(task.train_problems(2, 4)) == ids(MathTask(*files, seed=7, grader=grader).train_problems(2, 4))
+    assert len(task.extra_problems(1, 1, 25)) == 25  # more than the train set: drawn with replacement
+    with pytest.raises(ValueError, match="round >= 1"):
+        task.extra_problems(1, 0, 4)
+
+
 def test_every_problem_is_drawn_once_per_epoch_from_the_first_step(files, grader):
     """The training loop calls train_problems(step, n) with step = 1, 2, …: the first ⌈size/n⌉ steps cover the
     whole train set, with no problem skipped or repeated inside an epoch (issue 17: an off-by-one lost n problems)."""

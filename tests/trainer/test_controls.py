@@ -1,6 +1,7 @@
 """Issue 38's controls: the partner-rows control (partner rewards shuffled within the step) and the dynamic-sampling
 GSPO (degenerate groups regenerated up to a cap), on hand values and in tiny real runs."""
 
+import pytest
 import torch
 
 from hacrl_exp.trainer.loop import sources_for
@@ -74,19 +75,22 @@ def test_degenerate_prompts_and_dynamic_sampling_reach_the_target_or_log_the_cap
     own = own_rollouts([0, 0, 0, 0, 1, 0, 1, 0, 1, 1, 1, 1])
     assert degenerate_prompts(own.rewards, 4) == [0, 2]
     draws = iter([[0, 0, 0, 0, 0, 1, 0, 0], [1, 0, 0, 0]])  # round 1: prompt 2 fixed; round 2: prompt 0 fixed
+    rounds = []
 
-    def draw(stale):
+    def draw(stale, round):
         rewards = next(draws)
         assert len(rewards) == 4 * len(stale)
+        rounds.append(round)
         return own_rollouts(rewards, tag="b")
 
     out, done = resample_degenerate(own, draw, target_rows=12, max_rounds=5)
     assert (done.rounds, done.cap_hit, done.informative_rows, len(done.extra_rows)) == (2, False, 12, 12)
+    assert rounds == [1, 2]  # each round told its number: fresh prompts are keyed by (step, round)
     assert out.rewards.tolist() == [1, 0, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0] and len(out.texts) == 12  # batch size kept
     assert out.texts[:4] == ["b0", "b1", "b2", "b3"] and out.texts[8:] == ["b4", "b5", "b6", "b7"]
     assert out.prompt_index == own.prompt_index and degenerate_prompts(out.rewards, 4) == []
     # the cap: nothing ever becomes informative; 2 rounds, then cap_hit with the target unmet
-    stuck, record = resample_degenerate(own, lambda stale: own_rollouts([0] * 4 * len(stale)), 12, max_rounds=2)
+    stuck, record = resample_degenerate(own, lambda stale, _: own_rollouts([0] * 4 * len(stale)), 12, max_rounds=2)
     assert (record.rounds, record.cap_hit, record.informative_rows) == (2, True, 4)
     assert torch.equal(stuck.rewards, own.rewards) and stuck.texts == own.texts  # nothing replaced
     # the target already met: no round; and off (target 0) never draws
@@ -94,14 +98,23 @@ def test_degenerate_prompts_and_dynamic_sampling_reach_the_target_or_log_the_cap
     assert same is own and (none.rounds, none.cap_hit) == (0, False)
 
 
-def test_dynamic_gspo_trains_a_tiny_agent_and_counts_its_extra_rollouts(tmp_path):
+@pytest.mark.parametrize("prompts", ["fresh", "same"])
+def test_dynamic_gspo_trains_a_tiny_agent_and_counts_its_extra_rollouts(tmp_path, monkeypatch, prompts):
+    """gspo_dynamic on a tiny agent, with its extra rounds answering fresh prompts (the method's default, as DAPO) or
+    the degenerate ones again; every extra row is counted in cost/*."""
+    from hacrl_exp.tasks.arithmetic import ArithmeticTask
     from hacrl_exp.trainer.loop import train
     from hacrl_exp.trainer.metrics import read_metrics
 
-    config = preflight([*tiny_overrides("solo", 2), "algorithm=gspo_dynamic", "algorithm.dynamic_max_rounds=2",
-                        "tracking.backend=none"])  # fmt: skip
+    asked = []  # the fresh prompts' (step, round, n), recorded on the real task's way through
+    extra_problems = ArithmeticTask.extra_problems
+    monkeypatch.setattr(ArithmeticTask, "extra_problems", lambda t, *a: asked.append(a) or extra_problems(t, *a))
+    overrides = [*tiny_overrides("solo", 2), "algorithm=gspo_dynamic", "algorithm.dynamic_max_rounds=2",
+                 "tracking.backend=none"]  # fmt: skip
+    config = preflight([*overrides, *([] if prompts == "fresh" else ["algorithm.dynamic_prompts=same"])])
     params = learner_params(config)[0]
     assert (params.dynamic_target_rows, params.dynamic_max_rounds) == (16, 2)  # P·G = 4 × 4
+    assert params.dynamic_fresh_prompts == (prompts == "fresh")
     summary = train(config, tmp_path)
     rows = [r for r in read_metrics(f"{summary['output_dir']}/metrics.jsonl") if r["agent"] and "dynamic/rounds" in r]
     assert len(rows) == 2
@@ -113,14 +126,32 @@ def test_dynamic_gspo_trains_a_tiny_agent_and_counts_its_extra_rollouts(tmp_path
     generated = [r["cost/generated_rollouts"] for r in read_metrics(f"{summary['output_dir']}/metrics.jsonl")
                  if r["agent"] and "cost/generated_rollouts" in r]  # fmt: skip
     assert generated and generated[-1] == 2 * 16 + extra  # the extra rounds are counted in cost/*
+    rounds = [(row["step"], r) for row in rows for r in range(1, int(row["dynamic/rounds"]) + 1)]
+    assert rounds  # the untrained agent leaves degenerate groups: extra rounds ran
+    if prompts == "same":
+        assert asked == []
+    else:  # one draw per extra round, as many prompts as were degenerate, keyed by the loop's step
+        assert [(step, r) for step, r, _ in asked] == rounds and sum(n for _, _, n in asked) * 4 == extra
 
 
 def test_dynamic_sampling_on_a_sharded_agent_is_refused_in_one_line():
-    import pytest
-
     from hacrl_exp.errors import ConfigError
 
     overrides = [*tiny_overrides("pair", 1), "algorithm=gspo_dynamic", "executor=ray",
                  "agents.members.opt_char.world_size=2"]  # fmt: skip
     with pytest.raises(ConfigError, match=r"algorithm=gspo_dynamic \(dynamic sampling\) with a sharded agent "):
         preflight(overrides)
+
+
+def test_fresh_prompts_need_batch_capability_and_a_method_that_shares_nothing():
+    from hacrl_exp.algo.algorithms import Algorithm, gspo_objective_loss
+    from hacrl_exp.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"algorithm.dynamic_prompts=fresh with algorithm.capability_scope=category"):
+        preflight([*tiny_overrides("solo", 1), "algorithm=gspo_dynamic", "algorithm.capability_scope=category"])
+    preflight([*tiny_overrides("solo", 1), "algorithm=gspo_dynamic", "algorithm.capability_scope=category",
+               "algorithm.dynamic_prompts=same"])  # fmt: skip
+    with pytest.raises(ConfigError, match=r"algorithm.dynamic_prompts='other'"):
+        preflight([*tiny_overrides("solo", 1), "algorithm=gspo_dynamic", "algorithm.dynamic_prompts=other"])
+    with pytest.raises(ValueError, match="dynamic sampling is built for algorithms that do not share rollouts"):
+        Algorithm("x", gspo_objective_loss, shares_rollouts=True, capability_baseline=False, dynamic_sampling=True)
