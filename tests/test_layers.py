@@ -54,3 +54,18 @@ def test_tracking_is_one_package():
     package = Path(hacrl_exp.__file__).parent
     assert (package / "tracking" / "__init__.py").is_file()
     assert not sorted(p.name for p in package.glob("tracking_*"))
+
+
+BUDGETS = [("trainer/loop.py", "_train", 90), ("trainer/step.py", "update", 60)]
+"""Issue 35's line budgets (signature and docstring included)."""
+
+
+@pytest.mark.parametrize(("path", "name", "budget"), BUDGETS)
+def test_the_loop_and_the_update_stay_readable(path, name, budget):
+    """The training loop reads top to bottom (rollout, share, learn, evaluate, checkpoint) and the update's
+    micro-batch body and optimizer step live in their own functions."""
+    import ast
+
+    tree = ast.parse((Path(hacrl_exp.__file__).parent / path).read_text())
+    (function,) = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == name]
+    assert function.end_lineno - function.lineno + 1 <= budget, f"{path}:{name} is over {budget} lines; split it"

@@ -550,23 +550,9 @@ def update(
             empty += 1
             for param in trainable:
                 param.grad = torch.zeros_like(param)
-        for key, (count, out_of) in part.shares.items():
-            if out_of > 0:
-                stats[f"train/{key}"].append(count / out_of)
-        stats["train/loss"].append(part.loss)
-        if shape.self_rows and params.kl_coef > 0:
-            stats["train/kl"].append(part.kl)
-        grad_norm = torch.nn.utils.clip_grad_norm_(trainable, params.max_grad_norm)
-        if part.finite and torch.isfinite(grad_norm):
-            agent.optimizer.step()
-            cost.stepped()
-            stats["train/grad_norm"].append(float(grad_norm))
-            crash_point("update")  # fault-injection hook (hacrl_exp.faults): a kill between optimizer steps
-        else:
+        part.log(stats, kl=shape.self_rows and params.kl_coef > 0)
+        if not optimizer_step(agent, trainable, part.finite, params.max_grad_norm, mb.u, cost, stats):
             skipped += 1
-            what = "gradient norm" if part.finite else "log-probs, ratios or loss"
-            log.warning("%s: non-finite %s at update u=%d; update skipped", agent.name, what, mb.u)
-            agent.optimizer.zero_grad(set_to_none=True)
         cross_run = ~batch.is_self[mb.start : mb.stop] & run_rows[mb.start : mb.stop]
         if bool(cross_run.any()):
             window = applied.in_window[mb.start : mb.stop][cross_run]
@@ -612,6 +598,34 @@ class MiniBatchPart:
         """Write each run row's applied ratio, weight and window into the step's `applied`."""
         for rows, ratio, weight, in_window in self.applied:
             applied.ratio[rows], applied.weight[rows], applied.in_window[rows] = ratio, weight, in_window
+
+    def log(self, stats: dict[str, list[float]], kl: bool) -> None:
+        """Append this mini-batch's objective shares (count / out of, where out of > 0), its loss and, when kl, its KL
+        to the update's `stats`."""
+        for key, (count, out_of) in self.shares.items():
+            if out_of > 0:
+                stats[f"train/{key}"].append(count / out_of)
+        stats["train/loss"].append(self.loss)
+        if kl:
+            stats["train/kl"].append(self.kl)
+
+
+def optimizer_step(agent: Agent, trainable: list[torch.Tensor], finite: bool, max_grad_norm: float, u: int,
+                   cost: CostMeter, stats: dict[str, list[float]]) -> bool:  # fmt: skip
+    """Clip the gradient to norm max_grad_norm, then one AdamW step when the mini-batch's log-probs, ratios and loss
+    (finite) and the gradient norm are finite; else skip it (gradients dropped, a warning naming update u). Logs the
+    norm of a step taken in `stats` and counts it in `cost`; returns whether it stepped."""
+    grad_norm = torch.nn.utils.clip_grad_norm_(trainable, max_grad_norm)
+    if finite and torch.isfinite(grad_norm):
+        agent.optimizer.step()
+        cost.stepped()
+        stats["train/grad_norm"].append(float(grad_norm))
+        crash_point("update")  # fault-injection hook (hacrl_exp.faults): a kill between optimizer steps
+        return True
+    what = "gradient norm" if finite else "log-probs, ratios or loss"
+    log.warning("%s: non-finite %s at update u=%d; update skipped", agent.name, what, u)
+    agent.optimizer.zero_grad(set_to_none=True)
+    return False
 
 
 def idle_backward(agent: Agent, batch: LearnerBatch, rows: torch.Tensor) -> None:
