@@ -64,7 +64,7 @@ def run_steps(worker, steps: int, profile: bool) -> dict:
         if step == 2:
             worker.take_costs()  # the first step's work dropped with its times
         started = time.perf_counter()
-        _, phases = worker.rollout(worker.task.train_problems(step, t.prompts_per_step), t.group_size)
+        _, phases = worker.rollout(worker.task.train_problems(step, t.prompts_per_step), t.group_size, step)
         rolled = time.perf_counter()
         worker.learn({}, torch.ones(1))
         rollout.append(rolled - started)
@@ -86,7 +86,7 @@ def run_steps(worker, steps: int, profile: bool) -> dict:
 
         with torch_profile(activities=[ProfilerActivity.CPU]) as prof:
             started = time.perf_counter()
-            worker.rollout(worker.task.train_problems(steps + 1, t.prompts_per_step), t.group_size)
+            worker.rollout(worker.task.train_problems(steps + 1, t.prompts_per_step), t.group_size, steps + 1)
             worker.learn({}, torch.ones(1))
             wall = time.perf_counter() - started
         comm, calls = {}, {}

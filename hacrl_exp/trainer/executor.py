@@ -101,7 +101,7 @@ class Executor:
         return [results[i] for i in range(len(self.workers))]
 
     def rollout(
-        self, problems: Sequence[Problem], group_size: int, step_number: int = 0
+        self, problems: Sequence[Problem], group_size: int, step_number: int
     ) -> list[tuple[SharedRollouts, Times]]:
         """Phases 1–3 of step step_number on every agent (`AgentWorker.rollout`): its shared rollouts and phase
         seconds, in agent order."""

@@ -221,7 +221,7 @@ def resample_degenerate(own: SourceRollouts, draw: Callable[[list[int], int], So
     ran, draw a new group of G responses for every degenerate prompt (draw(prompts, round) → their rollouts,
     prompt-major; round counts from 1) and put each new group that is not degenerate in its prompt's place. Which
     prompt a new group answers is draw's choice: the same one (algorithm.dynamic_prompts=same) or a fresh problem of
-    its category (fresh, DAPO's over-sampling; `Task.extra_problems`). Returns the rollouts (still P·G rows) and
+    the slot's category (fresh, DAPO's over-sampling; `Task.extra_problems`). Returns the rollouts (still P·G rows) and
     what it did; cap_hit when the target was not reached within max_rounds."""
     g = own.group_size
     done = Resampled()
@@ -253,10 +253,13 @@ def replace_groups(own: SourceRollouts, new: SourceRollouts, where: dict[int, in
     for r, t in rows.items():
         rewards[r] = new.rewards[t]
     ref = None if own.ref_token_logp is None else pick(own.ref_token_logp, new.ref_token_logp)
+    problem_prompts = own.problem_prompt_ids
+    if problem_prompts is not None and new.problem_prompt_ids is not None:  # each slot's prompt, as its rows' are
+        problem_prompts = [new.problem_prompt_ids[where[p]] if p in where else x for p, x in enumerate(problem_prompts)]
     return replace(own, prompt_ids=pick(own.prompt_ids, new.prompt_ids),
                    response_ids=pick(own.response_ids, new.response_ids), texts=pick(own.texts, new.texts),
                    rewards=rewards, old_token_logp=pick(own.old_token_logp, new.old_token_logp),
-                   ref_token_logp=ref)  # fmt: skip
+                   ref_token_logp=ref, problem_prompt_ids=problem_prompts)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------

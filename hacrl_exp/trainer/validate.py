@@ -91,14 +91,6 @@ def _check_graph(config: Config) -> None:
             f"algorithm={algorithm.name} (dynamic sampling) with a sharded agent ({', '.join(sharded)}) is not built; "
             "set world_size=1 or use algorithm=gspo"
         )
-    if algorithm.dynamic_sampling and config.algorithm.dynamic_prompts == "fresh":
-        if config.algorithm.capability_scope == "category":
-            # the loop files each kept row under its step prompt's category, which a fresh prompt need not share
-            raise ConfigError(
-                "algorithm.dynamic_prompts=fresh with algorithm.capability_scope=category is not built (a fresh "
-                "prompt's category is not its slot's); set algorithm.capability_scope=batch or "
-                "algorithm.dynamic_prompts=same"
-            )
 
 
 WARM_START_SAMPLE = 512

@@ -172,12 +172,13 @@ class AgentWorker:
         self.score, self.scoring_ranks = rank_sliced_logprobs, self.rank_group
 
     def rollout(
-        self, problems: Sequence[Problem], group_size: int, step_number: int = 0
+        self, problems: Sequence[Problem], group_size: int, step_number: int
     ) -> tuple[SharedRollouts, dict[str, float]]:
         """Phases 1–3 (ROLLOUT, REWARD, SCORE OWN) of one step: G samples per prompt with `self.sampling`, graded,
         scored by this agent's model before any update (spec §1.2) at the sampling temperature. Keeps the whole
         rollouts (with their sampling, which `learn` scores the new log-probs at) for `learn`; returns the part
-        other agents see and the seconds of each phase. step_number keys dynamic sampling's fresh prompts."""
+        other agents see and the seconds of each phase. step_number (the loop's, from 1) keys dynamic sampling's
+        fresh prompts."""
         times = dict.fromkeys(("generate", "reward", "score_own"), 0.0)
         score_batch = self.config.trainer.micro_batch_size
 
@@ -188,12 +189,13 @@ class AgentWorker:
             )  # fmt: skip
 
         def redraw(stale: list[int], round: int) -> step.SourceRollouts:  # dynamic sampling's extra round
-            if self.params.dynamic_fresh_prompts:  # as DAPO: new prompts from a stream of their own
-                return draw(self.task.extra_problems(step_number, round, len(stale)))
+            if self.params.dynamic_fresh_prompts:  # as DAPO: new prompts, of the slot's category, from their own stream
+                return draw(self.task.extra_problems(step_number, round, [problems[p].category for p in stale]))
             return draw([problems[p] for p in stale])
 
         with self.cost.process_time(), self._own_rng(), self._gathered():
             own = draw(problems)
+            self._count(own.prompt_ids, own.response_ids)  # every row generated, before any is replaced
             self._resampled = None
             if self.params is not None and self.params.dynamic_target_rows:
                 own, self._resampled = step.resample_degenerate(
@@ -202,7 +204,6 @@ class AgentWorker:
                 # every extra row generated, kept or not (dynamic sampling runs unsharded: trainer/validate.py)
                 self._count(self._resampled.extra_prompt_ids, self._resampled.extra_rows)
             self._own = own
-        self._count(own.prompt_ids, own.response_ids)
         return own.shared(), times
 
     def _count(self, prompt_ids: list[list[int]], response_ids: list[list[int]]) -> None:

@@ -131,7 +131,7 @@ def test_dynamic_gspo_trains_a_tiny_agent_and_counts_its_extra_rollouts(tmp_path
     if prompts == "same":
         assert asked == []
     else:  # one draw per extra round, as many prompts as were degenerate, keyed by the loop's step
-        assert [(step, r) for step, r, _ in asked] == rounds and sum(n for _, _, n in asked) * 4 == extra
+        assert [(step, r) for step, r, _ in asked] == rounds and sum(len(c) for _, _, c in asked) * 4 == extra
 
 
 def test_dynamic_sampling_on_a_sharded_agent_is_refused_in_one_line():
@@ -143,14 +143,43 @@ def test_dynamic_sampling_on_a_sharded_agent_is_refused_in_one_line():
         preflight(overrides)
 
 
-def test_fresh_prompts_need_batch_capability_and_a_method_that_shares_nothing():
+def test_kept_fresh_groups_answer_the_drawn_problems_of_their_slots_category(monkeypatch):
+    """A worker's step with fresh prompts: every kept group answers its step prompt or a drawn extra problem of the
+    same category, in its prompt ids, its problem prompt and its rewards' grading; one slot per G informative rows
+    gained is an extra one; cost/* counts the step's first P·G rows and every extra row once."""
+    from hacrl_exp.tasks.arithmetic import ArithmeticTask
+    from hacrl_exp.trainer.worker import AgentWorker
+
+    drawn = []
+    extra_problems = ArithmeticTask.extra_problems
+    monkeypatch.setattr(
+        ArithmeticTask, "extra_problems", lambda t, *a: drawn.append(extra_problems(t, *a)) or drawn[-1]
+    )
+    config = preflight([*tiny_overrides("solo", 1), "algorithm=gspo_dynamic", "tracking.backend=none"])
+    worker = AgentWorker(config, 0, learner_params(config)[0])
+    problems = worker.task.train_problems(1, 4)
+    worker.rollout(problems, 4, 1)
+    own, done = worker._own, worker._resampled
+    assert done.rounds >= 1 and len(drawn) == done.rounds  # the untrained agent leaves degenerate prompts
+    prompt = {p.id: worker.agent.prompt_ids(p.prompt) for p in [*problems, *(e for d in drawn for e in d)]}
+    category = {p.id: p.category for p in [*problems, *(e for d in drawn for e in d)]}
+    fresh = 0
+    for slot, problem in enumerate(problems):
+        answered = [pid for pid in prompt if prompt[pid] == own.prompt_ids[4 * slot]]
+        assert answered and category[answered[0]] == problem.category, slot
+        assert own.prompt_ids[4 * slot : 4 * slot + 4] == [prompt[answered[0]]] * 4
+        assert own.problem_prompt_ids[slot] == prompt[answered[0]]
+        fresh += answered[0] != problem.id
+    first_informative = 16 - 4 * len(drawn[0])
+    assert fresh == (done.informative_rows - first_informative) // 4
+    costs = worker.take_costs()
+    assert costs["generated_rollouts"] == 16 + len(done.extra_rows)
+
+
+def test_dynamic_prompts_is_checked_and_only_for_a_method_that_shares_nothing():
     from hacrl_exp.algo.algorithms import Algorithm, gspo_objective_loss
     from hacrl_exp.errors import ConfigError
 
-    with pytest.raises(ConfigError, match=r"algorithm.dynamic_prompts=fresh with algorithm.capability_scope=category"):
-        preflight([*tiny_overrides("solo", 1), "algorithm=gspo_dynamic", "algorithm.capability_scope=category"])
-    preflight([*tiny_overrides("solo", 1), "algorithm=gspo_dynamic", "algorithm.capability_scope=category",
-               "algorithm.dynamic_prompts=same"])  # fmt: skip
     with pytest.raises(ConfigError, match=r"algorithm.dynamic_prompts='other'"):
         preflight([*tiny_overrides("solo", 1), "algorithm=gspo_dynamic", "algorithm.dynamic_prompts=other"])
     with pytest.raises(ValueError, match="dynamic sampling is built for algorithms that do not share rollouts"):

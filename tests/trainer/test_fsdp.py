@@ -185,7 +185,7 @@ def test_the_rendezvous_is_loopback_only_and_a_failed_rank_stops_its_agent_at_on
         started = time.monotonic()
         problems = build_task(config.task).train_problems(1, 2)
         with pytest.raises(ray.exceptions.RayActorError):
-            executor.rollout(problems, 4)
+            executor.rollout(problems, 4, 1)
         assert time.monotonic() - started < 30
         with pytest.raises(ray.exceptions.RayActorError):
             ray.get(opt_ranks[0].ready.remote(), timeout=60)

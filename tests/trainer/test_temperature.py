@@ -26,7 +26,7 @@ def worker():
 def own_rollouts(worker, temperature: float):
     """The worker's rollouts of step 1 after its one sampling object is changed to `temperature`."""
     worker.sampling = dataclasses.replace(worker.sampling, temperature=temperature)
-    worker.rollout(worker.task.train_problems(1, 4), 4)
+    worker.rollout(worker.task.train_problems(1, 4), 4, 1)
     return worker._own
 
 
