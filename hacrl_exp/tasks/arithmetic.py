@@ -161,10 +161,7 @@ class ArithmeticTask:
 
     def _sample(self, rng: np.random.Generator, n: int, prefix: str) -> list[Problem]:
         """n problems with tiers drawn uniformly, then operands per tier (vectorised), in draw order."""
-        return self._of_tiers(rng, rng.integers(len(self.tiers), size=n), prefix)
-
-    def _of_tiers(self, rng: np.random.Generator, tier_idx: np.ndarray, prefix: str) -> list[Problem]:
-        """One problem per entry of tier_idx (indices into self.tiers), operands drawn per tier (vectorised)."""
+        tier_idx = rng.integers(len(self.tiers), size=n)
         pairs: dict[int, list[tuple[int, int]]] = {}
         for j, tier in enumerate(self.tiers):
             pairs[j] = self._draw(rng, tier, int((tier_idx == j).sum()))
@@ -183,15 +180,12 @@ class ArithmeticTask:
             raise ValueError(f"step={step}, n={n} must be >= 0")
         return self._sample(np.random.default_rng([self.seed, _TRAIN, step]), n, f"train/{step}")
 
-    def extra_problems(self, step: int, round: int, categories: Sequence[str]) -> list[Problem]:
-        """One more training prompt of each tier in `categories`, in order, for dynamic sampling's extra round `round`
-        of step `step`: a pure function of (seed, heldout_seed, step, round, categories); never an eval problem."""
-        if step < 0 or round < 1 or not set(categories) <= set(self.tiers):
-            raise ValueError(f"step={step}, round={round}, tiers {sorted(set(categories) - set(self.tiers))}: need "
-                             f"step >= 0, round >= 1 and tiers of {self.tiers}")  # fmt: skip
-        tier_idx = np.array([self.tiers.index(c) for c in categories], dtype=np.int64)
-        rng = np.random.default_rng([self.seed, _EXTRA, step, round])
-        return self._of_tiers(rng, tier_idx, f"extra/{step}/{round}")
+    def extra_problems(self, step: int, round: int, n: int) -> list[Problem]:
+        """n more training prompts for dynamic sampling's extra round `round` of step `step` (tiers drawn uniformly,
+        as train_problems): a pure function of (seed, heldout_seed, step, round, n); never an eval problem."""
+        if step < 0 or round < 1 or n < 0:
+            raise ValueError(f"step={step}, round={round}, n={n}: need step >= 0, round >= 1, n >= 0")
+        return self._sample(np.random.default_rng([self.seed, _EXTRA, step, round]), n, f"extra/{step}/{round}")
 
     def supervised_examples(self, n: int, seed: int = 0) -> list[Problem]:
         """n warm-start problems (solution = target response), a pure function of (task seed, seed); never eval."""

@@ -45,11 +45,11 @@ class Task(Protocol):
         """The n prompts of training step `step`: a pure function of (task seed, step), so resume is exact."""
         ...
 
-    def extra_problems(self, step: int, round: int, categories: Sequence[str]) -> list[Problem]:
-        """One more training prompt of each category in `categories`, in order, for extra round `round` (from 1) of
-        step `step`, as DAPO's dynamic sampling draws new prompts (algorithm.dynamic_prompts=fresh; of the slot's
-        category, so what is filed per category stays true): a pure function of (task seed, step, round,
-        categories), never an eval problem, and a stream of its own, so the steps' prompts do not move."""
+    def extra_problems(self, step: int, round: int, n: int) -> list[Problem]:
+        """n more training prompts (n >= 0) for extra round `round` (from 1) of step `step`, drawn as the steps' are
+        (any category), as DAPO's dynamic sampling draws new prompts (algorithm.dynamic_prompts=fresh): a pure
+        function of (task seed, step, round, n), never an eval problem, and a stream of its own, so the steps'
+        prompts do not move."""
         ...
 
     def eval_problems(self) -> list[Problem]:

@@ -211,29 +211,15 @@ class MathTask:
             out.append(self.train_set[int(self._perm(epoch)[pos])])
         return out
 
-    def extra_problems(self, step: int, round: int, categories: Sequence[str]) -> list[Problem]:
-        """One training problem of each category in `categories`, in order, for dynamic sampling's extra round
-        `round` of step `step`: uniform over that category's train problems (distinct while it has enough), a pure
-        function of (seed, step, round, categories), drawn apart from the epoch stream (train_problems), which does
-        not move."""
-        pools = self._train_by_category
-        if step < 0 or round < 1 or not set(categories) <= set(pools):
-            raise ValueError(f"extra_problems needs step >= 0, round >= 1 and categories of the train set; got step "
-                             f"{step}, round {round}, categories {sorted(set(categories) - set(pools))}")  # fmt: skip
+    def extra_problems(self, step: int, round: int, n: int) -> list[Problem]:
+        """n training problems for dynamic sampling's extra round `round` of step `step`, uniform over the train set
+        (distinct while n <= its size): a pure function of (seed, step, round, n), drawn apart from the epoch stream
+        (train_problems), which does not move."""
+        if step < 0 or round < 1 or n < 0:
+            raise ValueError(f"extra_problems needs step >= 0, round >= 1 and n >= 0; got {step}, {round}, {n}.")
+        size = len(self.train_set)
         rng = np.random.default_rng([self.seed, _EXTRA_STREAM, step, round])
-        drawn = {}
-        for category in sorted(set(categories)):  # a fixed order: the draw is a function of the categories asked
-            pool, k = pools[category], categories.count(category)
-            drawn[category] = iter(rng.choice(pool, k, replace=k > len(pool)).tolist())
-        return [self.train_set[next(drawn[c])] for c in categories]
-
-    @cached_property
-    def _train_by_category(self) -> dict[str, list[int]]:
-        """Indices into train_set of each category's problems."""
-        pools: dict[str, list[int]] = {}
-        for i, problem in enumerate(self.train_set):
-            pools.setdefault(problem.category, []).append(i)
-        return pools
+        return [self.train_set[int(i)] for i in rng.choice(size, n, replace=n > size)]
 
     alphabet = "".join(c for c in string.printable if c not in "<>\r\x0b\x0c")
     """Characters for tiny agents' locally built tokenizers; anything else, '<' and '>' included, is <unk>."""

@@ -2,7 +2,7 @@
 
 The per-category trackers are always updated and logged; `scope="category"` (our extension) also uses
 them for each prompt's baseline and loss weights, so a partner weaker overall but stronger on one
-category is not mis-weighted there. A category's window advances only on steps where it appears.
+category is not mis-weighted there. A category's window advances only on steps where it appears (for every agent).
 """
 
 from __future__ import annotations
@@ -21,18 +21,20 @@ class CapabilityEstimates:
         self.by_category = {c: tracker() for c in categories}
         self.last_category_accuracy: dict[str, list[float]] = {}
 
-    def update(self, rewards: list[torch.Tensor], categories: list[str]) -> None:
+    def update(self, rewards: list[torch.Tensor], categories: list[list[str]]) -> None:
         """One update per step, before any advantage (spec §2.2).
 
-        rewards: one (rows,) tensor per agent, rows aligned with `categories` (each row's prompt category).
-        Accuracy = share of responses with R > 0, which equals the mean reward for 0/1 rewards.
+        rewards: one (rows,) tensor per agent; categories: one list per agent, each row's problem category (the
+        step's prompts give every agent the same; dynamic sampling's fresh prompts may differ by agent).
+        Accuracy = share of responses with R > 0, which equals the mean reward for 0/1 rewards. A category's tracker
+        advances on the steps where every agent has rows of it.
         """
         self.batch.update([float((r > 0).double().mean()) for r in rewards])
         self.last_category_accuracy = {}
         for category, tracker in self.by_category.items():
-            rows = torch.tensor([c == category for c in categories])
-            if bool(rows.any()):
-                accuracy = [float((r[rows] > 0).double().mean()) for r in rewards]
+            rows = [torch.tensor([c == category for c in mine]) for mine in categories]
+            if all(bool(m.any()) for m in rows):
+                accuracy = [float((r[m] > 0).double().mean()) for r, m in zip(rewards, rows)]
                 tracker.update(accuracy)
                 self.last_category_accuracy[category] = accuracy
 

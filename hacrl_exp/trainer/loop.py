@@ -112,7 +112,7 @@ def _train(
         workers.add_times(times, [phase_times for _, phase_times in rollouts])
 
         # 4 CAPABILITY: one update per step, before any learner's advantages
-        capability.update([pool[i].rewards for i in pool], [problems[p].category for p in pool[0].prompt_index])
+        capability.update([pool[i].rewards for i in pool], [pool[i].categories for i in pool])
         loss_weights = capability.loss_weights([p.category for p in problems])  # ρ[k, j] or ρ[k, p, j]
 
         # 5-7 EXCHANGE, ADVANTAGE, UPDATE: each learner gets its sources' shared rollouts and its ρ. Learners only

@@ -87,6 +87,9 @@ class SharedRollouts:
     """(rows,) float64: mean over the source's tokens of log π_old^(j)(y_t)."""
     num_tokens: torch.Tensor
     """(rows,) long: |y|_j, the response length in the source's tokenizer."""
+    categories: list[str] | None = None
+    """Per row: the category of the problem it answers (the step prompt's, or a fresh prompt's: dynamic sampling),
+    which the capability estimates file it under."""
 
     @property
     def group_size(self) -> int:
@@ -127,6 +130,8 @@ class SourceRollouts:
     ref_token_logp: list[torch.Tensor] | None = None
     problem_prompt_ids: list[list[int]] | None = None
     """Per problem: its prompt in this agent's tokens, the prompt partners' answers are placed under."""
+    categories: list[str] | None = None
+    """Per row: the category of the problem it answers."""
 
     @property
     def old_mean_logp(self) -> torch.Tensor:
@@ -139,7 +144,9 @@ class SourceRollouts:
     def shared(self) -> SharedRollouts:
         """What other agents get of these rollouts: text, reward and the old log-prob summary (no token ids)."""
         counts = torch.tensor([len(t) for t in self.old_token_logp], dtype=torch.long)
-        return SharedRollouts(self.agent, self.prompt_index, self.texts, self.rewards, self.old_mean_logp, counts)
+        return SharedRollouts(
+            self.agent, self.prompt_index, self.texts, self.rewards, self.old_mean_logp, counts, self.categories
+        )
 
 
 def collect_rollouts(
@@ -192,6 +199,7 @@ def collect_rollouts(
         sampling=sampling,
         ref_token_logp=ref,
         problem_prompt_ids=problem_prompt_ids,
+        categories=[problems[p].category for p in prompt_index],
     )
 
 
@@ -220,9 +228,9 @@ def resample_degenerate(own: SourceRollouts, draw: Callable[[list[int], int], So
     non-degenerate prompts, degenerate_prompts) are fewer than target_rows and fewer than max_rounds extra rounds
     ran, draw a new group of G responses for every degenerate prompt (draw(prompts, round) → their rollouts,
     prompt-major; round counts from 1) and put each new group that is not degenerate in its prompt's place. Which
-    prompt a new group answers is draw's choice: the same one (algorithm.dynamic_prompts=same) or a fresh problem of
-    the slot's category (fresh, DAPO's over-sampling; `Task.extra_problems`). Returns the rollouts (still P·G rows) and
-    what it did; cap_hit when the target was not reached within max_rounds."""
+    prompt a new group answers is draw's choice: the same one (algorithm.dynamic_prompts=same) or a fresh problem
+    (fresh, DAPO's over-sampling; `Task.extra_problems`), whose rows bring its category. Returns the rollouts
+    (still P·G rows) and what it did; cap_hit when the target was not reached within max_rounds."""
     g = own.group_size
     done = Resampled()
     while True:
@@ -243,7 +251,7 @@ def resample_degenerate(own: SourceRollouts, draw: Callable[[list[int], int], So
 
 def replace_groups(own: SourceRollouts, new: SourceRollouts, where: dict[int, int], g: int) -> SourceRollouts:
     """own with prompt p's G rows replaced by new's group q, for every p → q in `where` (prompt_index kept: a fresh
-    problem takes its slot, and the prompt ids and texts of new's group)."""
+    problem takes its slot, with the prompt ids, texts and categories of new's group)."""
     rows = {p * g + i: q * g + i for p, q in where.items() for i in range(g)}
 
     def pick(mine: list, theirs: list) -> list:
@@ -253,13 +261,14 @@ def replace_groups(own: SourceRollouts, new: SourceRollouts, where: dict[int, in
     for r, t in rows.items():
         rewards[r] = new.rewards[t]
     ref = None if own.ref_token_logp is None else pick(own.ref_token_logp, new.ref_token_logp)
+    categories = None if own.categories is None else pick(own.categories, new.categories)
     problem_prompts = own.problem_prompt_ids
     if problem_prompts is not None and new.problem_prompt_ids is not None:  # each slot's prompt, as its rows' are
         problem_prompts = [new.problem_prompt_ids[where[p]] if p in where else x for p, x in enumerate(problem_prompts)]
     return replace(own, prompt_ids=pick(own.prompt_ids, new.prompt_ids),
                    response_ids=pick(own.response_ids, new.response_ids), texts=pick(own.texts, new.texts),
                    rewards=rewards, old_token_logp=pick(own.old_token_logp, new.old_token_logp),
-                   ref_token_logp=ref, problem_prompt_ids=problem_prompts)  # fmt: skip
+                   ref_token_logp=ref, problem_prompt_ids=problem_prompts, categories=categories)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------

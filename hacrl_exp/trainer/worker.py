@@ -189,8 +189,8 @@ class AgentWorker:
             )  # fmt: skip
 
         def redraw(stale: list[int], round: int) -> step.SourceRollouts:  # dynamic sampling's extra round
-            if self.params.dynamic_fresh_prompts:  # as DAPO: new prompts, of the slot's category, from their own stream
-                return draw(self.task.extra_problems(step_number, round, [problems[p].category for p in stale]))
+            if self.params.dynamic_fresh_prompts:  # as DAPO: new prompts, from a stream of their own
+                return draw(self.task.extra_problems(step_number, round, len(stale)))
             return draw([problems[p] for p in stale])
 
         with self.cost.process_time(), self._own_rng(), self._gathered():

@@ -145,7 +145,7 @@ def test_capability_is_finite_for_any_rewards(n_agents, window, steps, data):
             for _ in range(n_agents)
         ]
         row_categories = ["a"] * rows if only_a else [categories[r % 2] for r in range(rows)]
-        estimates.update(rewards, row_categories)
+        estimates.update(rewards, [row_categories] * n_agents)
         for prompt_categories in (["a"], ["a", "b"]):
             rho = estimates.loss_weights(prompt_categories)
             assert torch.isfinite(rho).all() and (rho >= 0.1).all() and (rho <= 10).all()

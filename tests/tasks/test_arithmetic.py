@@ -130,25 +130,21 @@ def test_train_problems_pure_and_uniform():
 
 
 def test_extra_problems_are_a_stream_of_their_own_and_never_held_out():
-    """Dynamic sampling's fresh prompts (algorithm.dynamic_prompts=fresh): one of each tier asked, in order; a pure
-    function of (seed, step, round, tiers), new per step and per round, not the steps' prompts, and never a scored
+    """Dynamic sampling's fresh prompts (algorithm.dynamic_prompts=fresh): drawn as the steps' are (every tier), a
+    pure function of (seed, step, round, n), new per step and per round, not the steps' prompts, and never a scored
     or validation problem."""
     task, again = ArithmeticTask(seed=3, eval_per_tier=50), ArithmeticTask(seed=3, eval_per_tier=50)
-    tiers = [task.categories[i % 2 * 3] for i in range(64)]  # add3, mul41, add3, ...
-    extra = task.extra_problems(5, 1, tiers)
-    assert [p.category for p in extra] == tiers and [p.id for p in extra[:2]] == ["extra/5/1/0", "extra/5/1/1"]
-    assert extra == again.extra_problems(5, 1, tiers)
-    assert extra != task.extra_problems(5, 2, tiers) != task.extra_problems(6, 2, tiers)
+    extra = task.extra_problems(5, 1, 64)
+    assert extra == again.extra_problems(5, 1, 64) and [p.id for p in extra[:2]] == ["extra/5/1/0", "extra/5/1/1"]
+    assert extra != task.extra_problems(5, 2, 64) != task.extra_problems(6, 2, 64)
     key = lambda p: (p.category, p.meta["a"], p.meta["b"])  # noqa: E731
     assert len({key(p) for p in extra} & {key(p) for p in task.train_problems(5, 64)}) < 8  # chance overlaps only
-    every = list(task.categories) * 16
-    drawn = {key(p) for s in range(50) for r in (1, 2, 3, 4) for p in task.extra_problems(s, r, every)}
+    assert {p.category for p in extra} == set(task.categories)
+    drawn = {key(p) for s in range(50) for r in (1, 2, 3, 4) for p in task.extra_problems(s, r, 64)}
     assert not drawn & {key(p) for p in task.eval_problems() + task.validation_problems(50)}
-    assert task.extra_problems(1, 1, []) == []
+    assert task.extra_problems(1, 1, 0) == []
     with pytest.raises(ValueError, match="round >= 1"):
-        task.extra_problems(1, 0, ["add3"])
-    with pytest.raises(ValueError, match=r"tiers \['add9'\]"):
-        task.extra_problems(1, 1, ["add3", "add9"])
+        task.extra_problems(1, 0, 4)
 
 
 def test_eval_set_fixed_distinct_and_held_out():

@@ -79,23 +79,19 @@ def test_train_stream_is_a_pure_function_of_seed_and_step(files, grader):
 
 
 def test_extra_problems_leave_the_train_stream_where_it_was(files, grader):
-    """Dynamic sampling's fresh prompts: one train problem of each category asked, in order, a pure function of
-    (seed, step, round, categories), distinct within a category while it has enough, and drawing them does not move
-    the steps' stream."""
+    """Dynamic sampling's fresh prompts: train problems, a pure function of (seed, step, round, n), distinct within
+    a draw, and drawing them does not move the steps' stream."""
     task, again = MathTask(*files, seed=7, grader=grader), MathTask(*files, seed=7, grader=grader)
     ids = lambda probs: [p.id for p in probs]  # noqa: E731
-    asked = ["Algebra", "Geometry", "Algebra", "Number Theory", "Algebra", "Geometry"]  # 4, 3 and 3 in the train set
-    extra = task.extra_problems(3, 1, asked)
-    assert [p.category for p in extra] == asked and ids(extra) == ids(again.extra_problems(3, 1, asked))
-    assert len(set(ids(extra))) == 6 and set(ids(extra)) <= {p.id for p in task.train_set}
-    assert ids(task.extra_problems(3, 2, asked)) != ids(extra) != ids(task.extra_problems(4, 1, asked))
+    extra = ids(task.extra_problems(3, 1, 6))
+    assert extra == ids(again.extra_problems(3, 1, 6)) and len(set(extra)) == 6
+    assert set(extra) <= {p.id for p in task.train_set}
+    assert ids(task.extra_problems(3, 2, 6)) != extra != ids(task.extra_problems(4, 1, 6))  # new per round, step
     assert ids(task.train_problems(2, 4)) == ids(MathTask(*files, seed=7, grader=grader).train_problems(2, 4))
-    many = task.extra_problems(1, 1, ["Geometry"] * 5)  # more than the category holds: drawn with replacement
-    assert len(many) == 5 and {p.category for p in many} == {"Geometry"}
+    assert len(task.extra_problems(1, 1, 25)) == 25  # more than the train set: drawn with replacement
+    assert task.extra_problems(1, 1, 0) == []
     with pytest.raises(ValueError, match="round >= 1"):
-        task.extra_problems(1, 0, ["Algebra"])
-    with pytest.raises(ValueError, match=r"categories \['Topology'\]"):
-        task.extra_problems(1, 1, ["Topology"])
+        task.extra_problems(1, 0, 4)
 
 
 def test_every_problem_is_drawn_once_per_epoch_from_the_first_step(files, grader):

@@ -131,7 +131,7 @@ def test_dynamic_gspo_trains_a_tiny_agent_and_counts_its_extra_rollouts(tmp_path
     if prompts == "same":
         assert asked == []
     else:  # one draw per extra round, as many prompts as were degenerate, keyed by the loop's step
-        assert [(step, r) for step, r, _ in asked] == rounds and sum(len(c) for _, _, c in asked) * 4 == extra
+        assert [(step, r) for step, r, _ in asked] == rounds and sum(n for _, _, n in asked) * 4 == extra
 
 
 def test_dynamic_sampling_on_a_sharded_agent_is_refused_in_one_line():
@@ -143,10 +143,11 @@ def test_dynamic_sampling_on_a_sharded_agent_is_refused_in_one_line():
         preflight(overrides)
 
 
-def test_kept_fresh_groups_answer_the_drawn_problems_of_their_slots_category(monkeypatch):
-    """A worker's step with fresh prompts: every kept group answers its step prompt or a drawn extra problem of the
-    same category, in its prompt ids, its problem prompt and its rewards' grading; one slot per G informative rows
-    gained is an extra one; cost/* counts the step's first P·G rows and every extra row once."""
+def test_kept_fresh_groups_answer_the_drawn_problems_and_bring_their_categories(monkeypatch):
+    """A worker's step with fresh prompts: every kept group answers its step prompt or a drawn extra problem, in its
+    prompt ids, its problem prompt and its rows' categories (what the capability estimates file it under); one slot
+    per G informative rows gained is an extra one; cost/* counts the step's first P·G rows and every extra row
+    once."""
     from hacrl_exp.tasks.arithmetic import ArithmeticTask
     from hacrl_exp.trainer.worker import AgentWorker
 
@@ -166,9 +167,11 @@ def test_kept_fresh_groups_answer_the_drawn_problems_of_their_slots_category(mon
     fresh = 0
     for slot, problem in enumerate(problems):
         answered = [pid for pid in prompt if prompt[pid] == own.prompt_ids[4 * slot]]
-        assert answered and category[answered[0]] == problem.category, slot
+        assert answered, slot
         assert own.prompt_ids[4 * slot : 4 * slot + 4] == [prompt[answered[0]]] * 4
         assert own.problem_prompt_ids[slot] == prompt[answered[0]]
+        assert own.categories[4 * slot : 4 * slot + 4] == [category[answered[0]]] * 4
+        assert own.shared().categories == own.categories
         fresh += answered[0] != problem.id
     first_informative = 16 - 4 * len(drawn[0])
     assert fresh == (done.informative_rows - first_informative) // 4
@@ -184,3 +187,17 @@ def test_dynamic_prompts_is_checked_and_only_for_a_method_that_shares_nothing():
         preflight([*tiny_overrides("solo", 1), "algorithm=gspo_dynamic", "algorithm.dynamic_prompts=other"])
     with pytest.raises(ValueError, match="dynamic sampling is built for algorithms that do not share rollouts"):
         Algorithm("x", gspo_objective_loss, shares_rollouts=True, capability_baseline=False, dynamic_sampling=True)
+
+
+def test_each_agents_rows_are_filed_under_their_own_categories():
+    """CapabilityEstimates.update with a category list per agent: aligned lists give the shared-prompt update; a
+    category missing from one agent's rows this step does not advance its tracker."""
+    from hacrl_exp.trainer.capability_estimates import CapabilityEstimates
+
+    rewards = [torch.tensor([1.0, 0, 1, 1]), torch.tensor([0.0, 0, 1, 0])]
+    estimates = CapabilityEstimates(2, ["add3", "add4"], 5, 0, "batch")
+    estimates.update(rewards, [["add3", "add3", "add4", "add4"]] * 2)
+    assert estimates.last_category_accuracy == {"add3": [0.5, 0.0], "add4": [1.0, 0.5]}
+    estimates.update(rewards, [["add3", "add3", "add4", "add4"], ["add3", "add3", "add3", "add3"]])
+    assert estimates.last_category_accuracy == {"add3": [0.5, 0.25]}  # agent 1 has no add4 row: add4 waits
+    assert len(estimates.by_category["add4"].history) == 1 and len(estimates.by_category["add3"].history) == 2
