@@ -175,7 +175,7 @@ class ReportData:
 def mlflow_filter(tags: dict[str, str], extra: str | None) -> str:
     """An MLflow filter string: every tag equal to its value, and `extra` (a raw filter) if given."""
     parts = [f"tags.`{key}` = '{value}'" for key, value in sorted(tags.items())]
-    return " and ".join(parts + ([f"({extra})"] if extra else []))
+    return " and ".join(parts + ([extra] if extra else []))  # MLflow joins clauses with and only: no parentheses
 
 
 def experiment_ids(client, names: list[str]) -> list[str]:
@@ -193,12 +193,22 @@ def experiment_ids(client, names: list[str]) -> list[str]:
 def search_runs(client, ids: list[str], tags: dict[str, str], extra_filter: str | None):
     """(agent runs, their parent runs) matching the filter, as mlflow.search_runs frames."""
     import mlflow
+    from mlflow.exceptions import MlflowException
 
     mlflow.set_tracking_uri(client.tracking_uri)
     base = mlflow_filter(tags, extra_filter)
     found = {}
     for role in ("agent", "parent"):
-        found[role] = mlflow.search_runs(ids, filter_string=" and ".join(filter(None, [f"tags.role = '{role}'", base])))
+        try:
+            found[role] = mlflow.search_runs(ids, " and ".join(filter(None, [f"tags.role = '{role}'", base])))
+        except MlflowException as exc:  # a filter MLflow cannot parse (e.g. IN over params): the user's to fix
+            if not extra_filter:
+                raise
+            reason = " ".join(str(exc).split())[:200]
+            raise ConfigError(
+                f"filter={extra_filter!r}: MLflow cannot search with it ({reason}); write clauses joined by 'and', "
+                "e.g. \"params.seed != '9' and params.`trainer.steps` = '80'\""
+            ) from None
     agents, parents = found["agent"], found["parent"].set_index("run_id", drop=False)
     if agents.empty or parents.empty:
         return pd.DataFrame(), parents

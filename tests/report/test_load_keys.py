@@ -63,3 +63,19 @@ def test_old_per_source_keys_average_and_old_step_time_sums():
     value = curves.set_index(["metric", "step"])["value"]
     assert value[("cross/omega", 1)] == 2.0 and value[("rollouts_total", 1)] == 8.0
     assert value[("seconds", 2)] == 5.0
+
+
+def test_a_filter_mlflow_cannot_parse_is_one_line_naming_the_key(tmp_path):
+    """`filter=` goes to MLflow's search; what it cannot parse (IN over params) is a ConfigError naming `filter`,
+    not MLflow's traceback. Before: every filter failed so, wrapped in parentheses, which MLflow does not parse."""
+    from mlflow.tracking import MlflowClient
+
+    from hacrl_exp.errors import ConfigError
+    from hacrl_exp.report.load import search_runs
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow.db'}")
+    experiment = client.create_experiment("grid")
+    with pytest.raises(ConfigError, match=r"^filter=\"params.seed IN \('0', '1'\)\": MLflow cannot search with it"):
+        search_runs(client, [experiment], {"grid": "g"}, "params.seed IN ('0', '1')")
+    agents, parents = search_runs(client, [experiment], {"grid": "g"}, "params.seed != '9'")  # a filter it takes
+    assert agents.empty and parents.empty
