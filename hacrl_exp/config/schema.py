@@ -178,8 +178,8 @@ class AlgorithmConfig:
     that ends below its target at the cap logs dynamic/cap_hit = 1."""
     dynamic_prompts: str = "same"
     """gspo_dynamic: what an extra round answers in place of a degenerate prompt: fresh (conf/algorithm/
-    gspo_dynamic.yaml's, as DAPO: a new training prompt of the slot's category, `Task.extra_problems`, so a prompt
-    the agent never solves stops costing rounds) | same (the prompt again; what gspo_dynamic did before 2026-12-07:
+    gspo_dynamic.yaml's, as DAPO: a new training prompt of any category, `Task.extra_problems`, so a prompt the
+    agent never solves stops costing rounds) | same (the prompt again; what gspo_dynamic did before 2026-12-07:
     such a run resumes with this value). Other algorithms never read it; the default leaves their checkpoints of
     before the option resumable."""
 
