@@ -146,7 +146,7 @@ def synthetic_pool(agents, sizes: Sizes, step: int) -> dict[int, SourceRollouts]
         sampling = SamplingSettings(max_new_tokens=sizes.response_len)
         pool[i] = SourceRollouts(
             agent=i, prompt_index=index, prompt_ids=prompt_ids, response_ids=responses, texts=texts, rewards=rewards,
-            old_token_logp=old, sampling=sampling, problem_prompt_ids=prompts,
+            old_token_logp=old, sampling=sampling, categories=["add3"] * rows, problem_prompt_ids=prompts,
         )  # fmt: skip
     return pool
 

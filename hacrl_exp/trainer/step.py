@@ -87,7 +87,7 @@ class SharedRollouts:
     """(rows,) float64: mean over the source's tokens of log π_old^(j)(y_t)."""
     num_tokens: torch.Tensor
     """(rows,) long: |y|_j, the response length in the source's tokenizer."""
-    categories: list[str] | None = None
+    categories: list[str]
     """Per row: the category of the problem it answers (the step prompt's, or a fresh prompt's: dynamic sampling),
     which the capability estimates file it under."""
 
@@ -127,11 +127,11 @@ class SourceRollouts:
     sampling: SamplingSettings
     """What generated the rows and the temperature their old log-probs were scored at; the update scores the new
     log-probs at the same one (one source for both halves of the ratio)."""
+    categories: list[str]
+    """Per row: the category of the problem it answers."""
     ref_token_logp: list[torch.Tensor] | None = None
     problem_prompt_ids: list[list[int]] | None = None
     """Per problem: its prompt in this agent's tokens, the prompt partners' answers are placed under."""
-    categories: list[str] | None = None
-    """Per row: the category of the problem it answers."""
 
     @property
     def old_mean_logp(self) -> torch.Tensor:
@@ -261,14 +261,14 @@ def replace_groups(own: SourceRollouts, new: SourceRollouts, where: dict[int, in
     for r, t in rows.items():
         rewards[r] = new.rewards[t]
     ref = None if own.ref_token_logp is None else pick(own.ref_token_logp, new.ref_token_logp)
-    categories = None if own.categories is None else pick(own.categories, new.categories)
     problem_prompts = own.problem_prompt_ids
     if problem_prompts is not None and new.problem_prompt_ids is not None:  # each slot's prompt, as its rows' are
         problem_prompts = [new.problem_prompt_ids[where[p]] if p in where else x for p, x in enumerate(problem_prompts)]
     return replace(own, prompt_ids=pick(own.prompt_ids, new.prompt_ids),
                    response_ids=pick(own.response_ids, new.response_ids), texts=pick(own.texts, new.texts),
                    rewards=rewards, old_token_logp=pick(own.old_token_logp, new.old_token_logp),
-                   ref_token_logp=ref, problem_prompt_ids=problem_prompts, categories=categories)  # fmt: skip
+                   ref_token_logp=ref, problem_prompt_ids=problem_prompts,
+                   categories=pick(own.categories, new.categories))  # fmt: skip
 
 
 # ---------------------------------------------------------------------------------------------------------------------

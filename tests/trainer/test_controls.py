@@ -22,7 +22,7 @@ def shared(agent: int, rewards) -> SharedRollouts:
     n = len(rewards)
     return SharedRollouts(agent, [i // 4 for i in range(n)], [f"t{i}" for i in range(n)],
                           torch.tensor(rewards, dtype=torch.float64), torch.zeros(n, dtype=torch.float64),
-                          torch.ones(n, dtype=torch.long))  # fmt: skip
+                          torch.ones(n, dtype=torch.long), ["add3"] * n)  # fmt: skip
 
 
 def test_shuffled_rewards_are_a_seeded_permutation_within_the_step():
@@ -67,6 +67,7 @@ def own_rollouts(rewards, g=4, tag="a") -> SourceRollout:
         agent=0, prompt_index=[r // g for r in range(n)], prompt_ids=[[1]] * n,
         response_ids=[[ord(tag), r] for r in range(n)], texts=[f"{tag}{r}" for r in range(n)],
         rewards=torch.tensor(rewards, dtype=torch.float64), old_token_logp=[torch.zeros(2)] * n, sampling=None,
+        categories=[f"{tag}{r // g}" for r in range(n)],
     )  # fmt: skip
 
 
@@ -88,6 +89,7 @@ def test_degenerate_prompts_and_dynamic_sampling_reach_the_target_or_log_the_cap
     assert rounds == [1, 2]  # each round told its number: fresh prompts are keyed by (step, round)
     assert out.rewards.tolist() == [1, 0, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0] and len(out.texts) == 12  # batch size kept
     assert out.texts[:4] == ["b0", "b1", "b2", "b3"] and out.texts[8:] == ["b4", "b5", "b6", "b7"]
+    assert out.categories == ["b0"] * 4 + ["a1"] * 4 + ["b1"] * 4  # a kept group brings its problem's category
     assert out.prompt_index == own.prompt_index and degenerate_prompts(out.rewards, 4) == []
     # the cap: nothing ever becomes informative; 2 rounds, then cap_hit with the target unmet
     stuck, record = resample_degenerate(own, lambda stale, _: own_rollouts([0] * 4 * len(stale)), 12, max_rounds=2)

@@ -46,6 +46,7 @@ def source_rollouts(agent: int, tokenizer, rewards: list[float]) -> SourceRollou
         rewards=torch.tensor(rewards, dtype=torch.float64),
         old_token_logp=old,
         sampling=SamplingSettings(max_new_tokens=64),
+        categories=[problems[r // G].category for r in range(P * G)],
         problem_prompt_ids=prompt_ids[::G],
     )
 
