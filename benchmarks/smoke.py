@@ -81,6 +81,7 @@ ELSEWHERE = {
     "gpu_check": "tests/benchmarks/test_gpu_check.py runs it (child processes, torch + transformers only)",
     "__main__": "python -m benchmarks calls benchmarks.run_all.main, run here as run_all",
     "outside_cases": "it reads other graders' git mirrors (--mirrors); its output is tests/rewards/data/outside",
+    "scaling": "run_all's smoke runs it (run_all --smoke --only scaling, in its own process)",
 }
 
 
@@ -99,7 +100,7 @@ def run(name: str, out: Path) -> tuple[str, float]:
         return f"skipped here: {ELSEWHERE[name]}", 0.0
     if name in NEEDS_DATA and not (DATA / "math500.jsonl").is_file():
         return f"skipped: no benchmark data at {DATA}", 0.0
-    argv, started = sys.argv, time.perf_counter()
+    argv, environ, started = sys.argv, dict(os.environ), time.perf_counter()
     sys.argv = [f"benchmarks/{name}.py", *entry_args(name, out)]
     try:
         runpy.run_module(f"benchmarks.{name}", run_name="__main__", alter_sys=False)
@@ -109,8 +110,10 @@ def run(name: str, out: Path) -> tuple[str, float]:
     except Exception:  # report it and go on to the next entry point
         status = "FAILED: " + traceback.format_exc(limit=-3).strip().splitlines()[-1]
         traceback.print_exc()
-    finally:
+    finally:  # an entry point may point the environment elsewhere (new_store: its own cache folder, then deleted)
         sys.argv = argv
+        os.environ.clear()
+        os.environ.update(environ)
     return status, time.perf_counter() - started
 
 

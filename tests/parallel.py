@@ -19,6 +19,7 @@ WORKERS = 2
 """pytest-xdist workers of a plain `pytest` (the whole suite)."""
 
 GROUPS = {
+    "tests/benchmarks/test_gpu_check.py": "gpu_check",  # a module-scoped gpu_check of every row
     "tests/e2e/test_glance.py": "glance",  # a module-scoped multirun
     "tests/evaluation/test_checkpoints.py": "tiny_run",  # tiny_run, session-scoped (tests/evaluation/conftest.py)
     "tests/evaluation/test_end_to_end.py": "tiny_run",

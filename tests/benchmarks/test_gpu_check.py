@@ -7,6 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from benchmarks.gpu_check import ROWS
+
 ROOT = Path(__file__).resolve().parents[2]
 # packages the lent GPU machine does not have (trl and datasets travel as wheels): importing any of them fails there
 ABSENT = ("hydra", "omegaconf", "mlflow", "math_verify", "ray", "optuna", "lm_eval", "trl", "datasets", "vllm")
@@ -27,8 +31,15 @@ def run_check(tmp_path: Path, *args: str, absent: tuple[str, ...] = ()) -> tuple
     return result, [json.loads(line) for line in lines]
 
 
-def test_every_row_runs_with_torch_and_transformers_only(tmp_path):
-    result, rows = run_check(tmp_path, "--inline", absent=ABSENT)
+@pytest.fixture(scope="module")
+def inline_check(tmp_path_factory) -> tuple[subprocess.CompletedProcess, list]:
+    """Every row of gpu_check.sh plus the shared placement's, in one process with only the GPU machine's packages."""
+    return run_check(tmp_path_factory.mktemp("gpu_check"), "--inline", "--rows", ",".join([*ROWS, "share"]),
+                     absent=ABSENT)  # fmt: skip
+
+
+def test_every_row_runs_with_torch_and_transformers_only(inline_check):
+    result, rows = inline_check
     assert result.returncode == 0, result.stderr[-3000:]
     by_name = {r["row"]: r for r in rows}
     assert {"gen_dynamic", "gen_static", "gspo", "gspo_profile", "hacpo", "fsdp_offload_off", "fsdp_offload_on"} <= set(
@@ -62,10 +73,10 @@ def test_a_row_past_its_budget_is_killed_and_every_row_before_it_is_kept(tmp_pat
     assert "| gspo | timeout |" in result.stdout
 
 
-def test_share_row_turns_two_agents_on_one_device_beside_the_planner(tmp_path):
+def test_share_row_turns_two_agents_on_one_device_beside_the_planner(inline_check):
     """The shared placement's row: a turn per agent (sleep, wake) with only the GPU machine's packages; on CPU nothing
     moves (0 bytes), the planner's sleeping bytes (1 GiB: context and NCCL buffers) and state share stand beside."""
-    result, rows = run_check(tmp_path, "--inline", "--rows", "share", absent=ABSENT)
+    result, rows = inline_check
     assert result.returncode == 0, result.stderr[-3000:]
     share = [r for r in rows if r["row"] == "share"]
     assert [r["agent"] for r in share] == ["agent0", "agent1"]

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from hacrl_exp.crash_drill import check_checkpoints, mlflow_histories
+from tests.cli import run_cli
 from tests.e2e.tiny import tiny_overrides
 from tests.reliability.test_signals_and_locks import OVERRIDES, last_line, trained_steps, wait_for
 
@@ -58,11 +59,15 @@ def test_sighup_during_start_up_exits_129_in_one_line(tmp_path):
     assert last_line(stderr) == "interrupted before training started; nothing was trained"
 
 
-def sweep(folder: Path, *extra: str, output=subprocess.PIPE, env=None) -> subprocess.Popen:
-    """A real `python -m hacrl_exp.run -m` α sweep of the tiny pair on study `s` (1 step per trial)."""
+def sweep_arguments(folder: Path, *extra: str) -> list[str]:
+    """`python -m hacrl_exp.run`'s arguments for an α sweep of the tiny pair on study `s` (1 step per trial)."""
     arguments = ["-m", "+hparams_search=alpha_pair", *tiny_overrides("pair", steps=1), "trainer.eval_every=1"]
-    arguments += [f"hydra.sweep.dir={folder}", "hydra.sweeper.study_name=s", *extra]
-    command = [sys.executable, "-m", "hacrl_exp.run", *arguments]
+    return [*arguments, f"hydra.sweep.dir={folder}", "hydra.sweeper.study_name=s", *extra]
+
+
+def sweep(folder: Path, *extra: str, output=subprocess.PIPE, env=None) -> subprocess.Popen:
+    """A real `python -m hacrl_exp.run -m` α sweep (sweep_arguments)."""
+    command = [sys.executable, "-m", "hacrl_exp.run", *sweep_arguments(folder, *extra)]
     return subprocess.Popen(command, cwd=folder.parent, stdout=output, stderr=output, text=True, env=env)
 
 
@@ -77,12 +82,13 @@ def test_a_second_sweep_on_a_live_study_is_refused_naming_its_pid(tmp_path):
     first crashed (`Cannot tell a FAIL trial`)."""
     folder = tmp_path / "sweep"
     folder.mkdir()
-    first = sweep(folder, "hydra.sweeper.n_trials=2", output=subprocess.DEVNULL)
+    first = sweep(folder, "hydra.sweeper.n_trials=1", output=subprocess.DEVNULL)
     wait_for(lambda: (folder / "trial_0" / "config.json").exists(), first, "the first trial", timeout=300)
     first.send_signal(signal.SIGSTOP)  # a live trial, held while the second process tries the study
     try:
-        second = sweep(folder, "hydra.sweeper.n_trials=2")
-        stderr = second.communicate(timeout=300)[1]
+        # refused by the study's lock, which the first (real) process holds: in this process, no interpreter to start
+        second = run_cli("hacrl_exp.run", sweep_arguments(folder, "hydra.sweeper.n_trials=1"), cwd=folder.parent)
+        stderr = second.stderr
     finally:
         first.send_signal(signal.SIGCONT)
     assert second.returncode == 2 and "Traceback" not in stderr, stderr[-3000:]
@@ -92,7 +98,7 @@ def test_a_second_sweep_on_a_live_study_is_refused_naming_its_pid(tmp_path):
         f"{lock}); wait for it to end, or give another hydra.sweeper.study_name"
     )
     assert first.wait(timeout=300) == 0
-    assert trial_states(folder) == ["COMPLETE"] * 4  # 2 trials × 2 edge studies: none taken for interrupted
+    assert trial_states(folder) == ["COMPLETE"] * 2  # 1 trial × 2 edge studies: none taken for interrupted
 
 
 def test_two_sweeps_started_together_on_a_fresh_store_do_not_crash(tmp_path):

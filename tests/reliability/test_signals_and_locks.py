@@ -17,6 +17,7 @@ from hacrl_exp.trainer.checkpoint import find_checkpoint
 from hacrl_exp.trainer.loop import train
 from hacrl_exp.trainer.metrics import read_metrics
 from hacrl_exp.trainer.validate import preflight
+from tests.cli import run_cli
 from tests.e2e.tiny import tiny_overrides
 
 STEPS = 8
@@ -67,13 +68,7 @@ def test_sigterm_checkpoints_a_second_process_is_locked_out_and_the_resume_is_ex
     wait_for(lambda: (run / ".lock").read_text() == str(second.pid), second, "the lock")
     second.send_signal(signal.SIGSTOP)  # holds the run folder while a third process tries it
     try:
-        third = subprocess.run(
-            [sys.executable, "-m", "hacrl_exp.run", *OVERRIDES, f"trainer.resume={run}", "tracking.experiment=sig"],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=300,
-        )
+        third = run_cli("hacrl_exp.run", [*OVERRIDES, f"trainer.resume={run}", "tracking.experiment=sig"], cwd=tmp_path)
     finally:
         second.send_signal(signal.SIGCONT)
     assert third.returncode == 2 and last_line(third.stderr).startswith("ConfigError: trainer.output_dir="), (

@@ -37,9 +37,21 @@ def listening_addresses() -> set[str]:
     return {c.laddr.ip for c in psutil.net_connections("inet") if c.status == "LISTEN" and c.pid in pids}
 
 
-def test_ray_actors_match_in_process_agents(tmp_path):
+OVERRIDES = [*tiny_overrides("pair", steps=2), "tracking.backend=none", "trainer.eval_every=1",
+             "trainer.checkpoint_every=1"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def local_run(tmp_path_factory) -> tuple[Path, dict]:
+    """The reference both Ray runs are held to: the same config, executor=local, in this process (folder, summary)."""
+    run = tmp_path_factory.mktemp("local") / "run"
+    return run, train(preflight(OVERRIDES), run)
+
+
+def test_ray_actors_match_in_process_agents(tmp_path, local_run):
     import ray
 
+    local_dir, local = local_run
     seen = {}
 
     def inspect_ray(step, metrics):  # runs between steps, while the private Ray is up
@@ -47,14 +59,12 @@ def test_ray_actors_match_in_process_agents(tmp_path):
         seen["nodes"] = [node["NodeManagerAddress"] for node in ray.nodes()]
         return False
 
-    overrides = [*tiny_overrides("pair", steps=2), "tracking.backend=none", "trainer.eval_every=1"]
-    local = train(preflight(overrides), tmp_path / "local")
-    remote = train(preflight([*overrides, "executor=ray"]), tmp_path / "ray", on_evaluate=inspect_ray)
+    remote = train(preflight([*OVERRIDES, "executor=ray"]), tmp_path / "ray", on_evaluate=inspect_ray)
 
     assert seen["addresses"] and seen["addresses"] <= LOOPBACK, seen["addresses"]  # nothing on other interfaces
     assert seen["nodes"] == ["127.0.0.1"]
     assert not ray.is_initialized()  # the run's private Ray is gone
-    rows = {m: read_metrics(tmp_path / m / "metrics.jsonl") for m in ("local", "ray")}
+    rows = {"local": read_metrics(local_dir / "metrics.jsonl"), "ray": read_metrics(tmp_path / "ray" / "metrics.jsonl")}
     assert len(rows["local"]) == len(rows["ray"]) > 0
     compared = 0
     for a, b in zip(rows["local"], rows["ray"]):
@@ -69,19 +79,28 @@ def test_ray_actors_match_in_process_agents(tmp_path):
     assert local["counters"] == remote["counters"]
     for name in ("opt_char", "gpt2_bpe"):  # per-problem eval records and checkpoints written by the actors
         path = Path("eval") / "step_000002" / f"{name}.jsonl"
-        assert (tmp_path / "ray" / path).read_text() == (tmp_path / "local" / path).read_text()
+        assert (tmp_path / "ray" / path).read_text() == (local_dir / path).read_text()
         step = tmp_path / "ray" / "checkpoints" / "step_000002"
         assert (step / "agents" / name / "model.safetensors").is_file() and (step / "rng" / f"{name}.pt").is_file()
 
 
-def test_a_ray_run_stopped_and_resumed_matches_an_uninterrupted_local_run(tmp_path):
-    overrides = [*tiny_overrides("pair", steps=2), "tracking.backend=none", "trainer.checkpoint_every=1"]
-    train(preflight(overrides), tmp_path / "local")
-    cut = train(preflight([*overrides, "executor=ray", "trainer.stop_after=1"]), tmp_path / "ray")
-    assert cut["last_step"] == 1
-    resumed = train(preflight([*overrides, "executor=ray", f"trainer.resume={tmp_path / 'ray'}"]), tmp_path / "x")
+def test_a_ray_run_stopped_and_resumed_matches_an_uninterrupted_local_run(tmp_path, local_run):
+    """The stopped run and its resume join one private Ray (started here as a run starts its own: ray_cluster.connect),
+    so the test pays for one Ray start; each run's actors are new processes all the same."""
+    import ray
+
+    local_dir, _ = local_run
+    from hacrl_exp.ray_cluster import connect
+
+    assert connect(None)
+    try:
+        cut = train(preflight([*OVERRIDES, "executor=ray", "trainer.stop_after=1"]), tmp_path / "ray")
+        assert cut["last_step"] == 1
+        resumed = train(preflight([*OVERRIDES, "executor=ray", f"trainer.resume={tmp_path / 'ray'}"]), tmp_path / "x")
+    finally:
+        ray.shutdown()
     assert resumed["last_step"] == 2 and resumed["output_dir"] == str(tmp_path / "ray")
-    rows = {m: read_metrics(tmp_path / m / "metrics.jsonl") for m in ("local", "ray")}
+    rows = {"local": read_metrics(local_dir / "metrics.jsonl"), "ray": read_metrics(tmp_path / "ray" / "metrics.jsonl")}
     assert [(r["step"], r["agent"]) for r in rows["local"]] == [(r["step"], r["agent"]) for r in rows["ray"]]
     for a, b in zip(rows["local"], rows["ray"]):
         for key in (k for k in a if not is_timing_key(k)):

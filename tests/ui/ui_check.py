@@ -494,8 +494,7 @@ def check_reports(page, links: dict[str, str], agents: list[str], out: Path) -> 
     no image is broken, and report.md is served as UTF-8 (no mojibake)."""
     problems = []
     for name, url in links.items():
-        page.goto(url, wait_until="load")
-        time.sleep(1)
+        page.goto(url, wait_until="load")  # a report has no scripts: "load" has every image
         broken = page.evaluate("() => Array.from(document.images).filter(i => !i.naturalWidth).map(i => i.src)")
         problems += [f"report {name}: broken image {src}" for src in broken]
         for agent in agents:  # the bottom line, an item per agent: "**<agent>.** <method> ended (or … tied) highest, …"
