@@ -77,6 +77,19 @@ def unsharded(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.fixture(scope="module")
+def private_ray():
+    """One private Ray (3 CPUs, as executor.num_cpus=3 asks) that the in-process sharded runs of the tests after the
+    two-node one join, as a run joins a running Ray: one Ray start instead of one per run."""
+    import ray
+
+    from hacrl_exp.ray_cluster import connect
+
+    assert connect(None, num_cpus=3)
+    yield
+    ray.shutdown()
+
+
 def test_an_agent_sharded_over_four_ranks_on_two_nodes_matches_the_unsharded_run(unsharded, tmp_path):
     """opt_char at W = 4 (FSDP2, gloo; its rollouts, grading, scoring and learning split over the four ranks) next to
     gpt2_bpe at W = 1 gives the same metrics, evaluations and weights as both unsharded (W = 2 is the kill-and-resume
@@ -86,10 +99,12 @@ def test_an_agent_sharded_over_four_ranks_on_two_nodes_matches_the_unsharded_run
     inside its actor, its node. node_a's address is 127.0.0.2, node_b's 127.0.0.1, so the ranks report two addresses
     and meet at rank 0's, 127.0.0.2 (the path across nodes; gloo on lo, as both are loopback addresses of this
     machine); a non-loopback interface is tests/agents/test_rendezvous.py's."""
+    import ray
     from ray.cluster_utils import Cluster
 
     from hacrl_exp.ray_cluster import _loopback_only
 
+    assert not ray.is_initialized()  # else the run would join that Ray, not the cluster's (private_ray comes later)
     ranks = 4
     # every node and the driver on 127.0.0.1, like a private Ray: a driver that resolved this machine's address
     # would wait for a raylet there
@@ -140,10 +155,10 @@ def test_an_agent_sharded_over_four_ranks_on_two_nodes_matches_the_unsharded_run
     assert '"OPTForCausalLM"' in config  # the model's class, not FSDP's wrapper
 
 
-def test_a_sharded_run_killed_and_resumed_ends_with_the_uninterrupted_metrics(unsharded, tmp_path):
+def test_a_sharded_run_killed_and_resumed_ends_with_the_uninterrupted_metrics(unsharded, private_ray, tmp_path):
     """SIGKILL (the crash point after checkpoint 2's files, DCP shards included, are written but not published),
     then resume: checkpoint 1 is taken, and the run ends with the unsharded uninterrupted run's metrics and
-    weights."""
+    weights. The killed run starts its own Ray (its process is the subject); the resume joins private_ray."""
     run = tmp_path / "run"
     overrides = [*BASE, *SHARDED, "trainer.checkpoint_every=1"]
     env = {**os.environ, CRASH_ENV: "checkpoint:2", "PYTHONPATH": str(REPO)}
@@ -162,7 +177,7 @@ def test_a_sharded_run_killed_and_resumed_ends_with_the_uninterrupted_metrics(un
             torch.testing.assert_close(mine[key], reference[key], rtol=1e-5, atol=1e-7)
 
 
-def test_the_rendezvous_is_loopback_only_and_a_failed_rank_stops_its_agent_at_once():
+def test_the_rendezvous_is_loopback_only_and_a_failed_rank_stops_its_agent_at_once(private_ray):
     """Rank 0 hosts its group's store on 127.0.0.1 only (this machine's other address refuses the port). Kill rank 1
     (as kill -9 or the OOM killer would): the next call fails at once, rank 0 is killed with it rather than left
     waiting in a collective, the other agent still answers, and close does not wait for the dead group."""
