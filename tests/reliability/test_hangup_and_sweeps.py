@@ -1,7 +1,7 @@
-"""Real processes (issue 40): SIGHUP, a closed terminal, is handled as SIGTERM (exit 129, a checkpoint, the MLflow
-runs KILLED), also when the terminal can no longer be written to; two α sweeps on one study never run at once (the
-second is one line naming the study and the first's pid), and two started together on a fresh store do not crash in
-MLflow's or Optuna's schema creation."""
+"""Real processes (issue 40; a run that a lock only refuses runs in-process, tests/cli.py): SIGHUP, a closed
+terminal, is handled as SIGTERM (exit 129, a checkpoint, the MLflow runs KILLED), also when the terminal can no
+longer be written to; two α sweeps on one study never run at once (the second is one line naming the study and the
+first's pid), and two started together on a fresh store do not crash in MLflow's or Optuna's schema creation."""
 
 from __future__ import annotations
 
@@ -82,12 +82,12 @@ def test_a_second_sweep_on_a_live_study_is_refused_naming_its_pid(tmp_path):
     first crashed (`Cannot tell a FAIL trial`)."""
     folder = tmp_path / "sweep"
     folder.mkdir()
-    first = sweep(folder, "hydra.sweeper.n_trials=1", output=subprocess.DEVNULL)
+    first = sweep(folder, "hydra.sweeper.n_trials=2", output=subprocess.DEVNULL)
     wait_for(lambda: (folder / "trial_0" / "config.json").exists(), first, "the first trial", timeout=300)
     first.send_signal(signal.SIGSTOP)  # a live trial, held while the second process tries the study
     try:
         # refused by the study's lock, which the first (real) process holds: in this process, no interpreter to start
-        second = run_cli("hacrl_exp.run", sweep_arguments(folder, "hydra.sweeper.n_trials=1"), cwd=folder.parent)
+        second = run_cli("hacrl_exp.run", sweep_arguments(folder, "hydra.sweeper.n_trials=2"), cwd=folder.parent)
         stderr = second.stderr
     finally:
         first.send_signal(signal.SIGCONT)
@@ -98,7 +98,7 @@ def test_a_second_sweep_on_a_live_study_is_refused_naming_its_pid(tmp_path):
         f"{lock}); wait for it to end, or give another hydra.sweeper.study_name"
     )
     assert first.wait(timeout=300) == 0
-    assert trial_states(folder) == ["COMPLETE"] * 2  # 1 trial × 2 edge studies: none taken for interrupted
+    assert trial_states(folder) == ["COMPLETE"] * 4  # 2 trials × 2 edge studies: none taken for interrupted
 
 
 def test_two_sweeps_started_together_on_a_fresh_store_do_not_crash(tmp_path):

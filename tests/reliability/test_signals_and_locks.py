@@ -1,5 +1,6 @@
 """Signals and locks with real processes: SIGTERM / Ctrl-C stop after a checkpoint and the run resumes exactly; a
-second Ctrl-C stops at once; a second process cannot write into a run folder another one holds."""
+second Ctrl-C stops at once; a second process cannot write into a run folder another one holds (the refused run is
+in-process, tests/cli.py: the lock is held by a real process all the same)."""
 
 from __future__ import annotations
 

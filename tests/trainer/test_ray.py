@@ -85,20 +85,11 @@ def test_ray_actors_match_in_process_agents(tmp_path, local_run):
 
 
 def test_a_ray_run_stopped_and_resumed_matches_an_uninterrupted_local_run(tmp_path, local_run):
-    """The stopped run and its resume join one private Ray (started here as a run starts its own: ray_cluster.connect),
-    so the test pays for one Ray start; each run's actors are new processes all the same."""
-    import ray
-
+    """Each run starts and shuts down its own private Ray, as a rerun with trainer.resume does."""
     local_dir, _ = local_run
-    from hacrl_exp.ray_cluster import connect
-
-    assert connect(None)
-    try:
-        cut = train(preflight([*OVERRIDES, "executor=ray", "trainer.stop_after=1"]), tmp_path / "ray")
-        assert cut["last_step"] == 1
-        resumed = train(preflight([*OVERRIDES, "executor=ray", f"trainer.resume={tmp_path / 'ray'}"]), tmp_path / "x")
-    finally:
-        ray.shutdown()
+    cut = train(preflight([*OVERRIDES, "executor=ray", "trainer.stop_after=1"]), tmp_path / "ray")
+    assert cut["last_step"] == 1
+    resumed = train(preflight([*OVERRIDES, "executor=ray", f"trainer.resume={tmp_path / 'ray'}"]), tmp_path / "x")
     assert resumed["last_step"] == 2 and resumed["output_dir"] == str(tmp_path / "ray")
     rows = {"local": read_metrics(local_dir / "metrics.jsonl"), "ray": read_metrics(tmp_path / "ray" / "metrics.jsonl")}
     assert [(r["step"], r["agent"]) for r in rows["local"]] == [(r["step"], r["agent"]) for r in rows["ray"]]
